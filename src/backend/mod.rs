@@ -1,0 +1,115 @@
+//! Where locks live. One internal interface — try to acquire, release, renew, abandon — served by the
+//! in-memory backend and by Redis. The manager drives it; a backend knows nothing of HTTP or tasks.
+
+pub(crate) mod memory;
+#[cfg(feature = "redis")]
+pub(crate) mod redis;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::BoxError;
+use crate::key::LockKey;
+use crate::waiters::{Departure, LockId};
+
+/// One attempt to take a lock.
+#[derive(Debug)]
+pub(crate) struct AcquireRequest<'a> {
+    pub(crate) id: &'a LockId,
+    pub(crate) owner: &'a str,
+    pub(crate) lease: Duration,
+    /// The caller will wait if the lock is busy: the backend records that this process waits.
+    pub(crate) will_wait: bool,
+    /// Other requests of this process still wait for the same lock after this one.
+    pub(crate) others_waiting: bool,
+}
+
+/// The outcome of one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    /// The caller owns the lock (again, if it already did) under this fencing token.
+    Acquired { token: u64 },
+    /// Someone else holds it for at most `ttl` more (`None`: unknown, retry soon).
+    Busy { ttl: Option<Duration> },
+}
+
+/// The outcome of a release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Released {
+    /// The lock is free now (one waiter was told).
+    Freed,
+    /// The owner still holds it (re-entry count above zero).
+    StillHeld,
+    /// The owner did not hold it any more: the lease had been lost.
+    NotHeld,
+}
+
+/// A lock held by one owner, as the watchdog renews it.
+#[derive(Debug, Clone)]
+pub(crate) struct HeldLock {
+    pub(crate) id: LockId,
+    pub(crate) owner: Arc<str>,
+}
+
+/// The backend of one manager.
+#[derive(Debug)]
+pub(crate) enum Backend {
+    Memory(memory::MemoryBackend),
+    #[cfg(feature = "redis")]
+    Redis(Arc<redis::RedisBackend>),
+}
+
+impl Backend {
+    /// The backend's name for the lock `key`.
+    pub(crate) fn lock_id(&self, key: &LockKey) -> LockId {
+        match self {
+            Backend::Memory(_) => Arc::from(key.as_str()),
+            #[cfg(feature = "redis")]
+            Backend::Redis(r) => r.lock_id(key),
+        }
+    }
+
+    pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, BoxError> {
+        match self {
+            Backend::Memory(m) => Ok(m.try_acquire(req)),
+            #[cfg(feature = "redis")]
+            Backend::Redis(r) => r.try_acquire(req).await,
+        }
+    }
+
+    pub(crate) async fn release(&self, id: &LockId, owner: &str) -> Result<Released, BoxError> {
+        match self {
+            Backend::Memory(m) => Ok(m.release(id, owner)),
+            #[cfg(feature = "redis")]
+            Backend::Redis(r) => r.release(id, owner).await,
+        }
+    }
+
+    /// Renew every lock of `batch` to `lease`; one flag per lock, false when it is not held any more.
+    pub(crate) async fn renew(
+        &self,
+        batch: &[HeldLock],
+        lease: Duration,
+    ) -> Result<Vec<bool>, BoxError> {
+        match self {
+            Backend::Memory(m) => Ok(m.renew(batch, lease)),
+            #[cfg(feature = "redis")]
+            Backend::Redis(r) => r.renew(batch, lease).await,
+        }
+    }
+
+    /// A request of this process stopped waiting for `id` (cancelled or timed out).
+    pub(crate) async fn abandon(&self, id: &LockId, departure: Departure) -> Result<(), BoxError> {
+        match self {
+            // Every waiter of a memory lock is in this process: nothing to tell anyone else.
+            Backend::Memory(_) => Ok(()),
+            #[cfg(feature = "redis")]
+            Backend::Redis(r) => r.abandon(id, departure).await,
+        }
+    }
+
+    /// How many locks one renewal call may carry.
+    pub(crate) fn renew_batch_size(&self) -> usize {
+        512
+    }
+}

@@ -1,0 +1,138 @@
+//! The Redis backend: a bb8 command pool, the Lua scripts, and key naming. The inbox (the one
+//! pub/sub connection) lives beside it and is driven by the manager.
+
+mod inbox;
+mod keys;
+mod pool;
+mod scripts;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{FromRedisValue, ScriptInvocation};
+
+pub(crate) use inbox::Inbox;
+pub(crate) use keys::KeySpace;
+pub(crate) use pool::{CommandPool, Connector};
+pub use pool::RedisPool;
+
+use super::{AcquireRequest, Attempt, HeldLock, Released};
+use crate::error::BoxError;
+use crate::key::LockKey;
+use crate::waiters::{Departure, LockId};
+
+/// One manager's view of one Redis server.
+#[derive(Debug)]
+pub(crate) struct RedisBackend {
+    pool: CommandPool,
+    keys: KeySpace,
+    manager_id: Arc<str>,
+    inbox_prefix: String,
+    timeout: Duration,
+}
+
+fn flag(b: bool) -> &'static str {
+    if b {
+        "1"
+    } else {
+        "0"
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+impl RedisBackend {
+    pub(crate) fn new(pool: CommandPool, keys: KeySpace, manager_id: Arc<str>, timeout: Duration) -> Self {
+        let inbox_prefix = keys.inbox_prefix();
+        RedisBackend {
+            pool,
+            keys,
+            manager_id,
+            inbox_prefix,
+            timeout,
+        }
+    }
+
+    pub(crate) fn lock_id(&self, key: &LockKey) -> LockId {
+        Arc::from(self.keys.lock(key.as_str()))
+    }
+
+    /// Run one script call, bounded by the command timeout.
+    async fn invoke<T: FromRedisValue>(&self, call: &ScriptInvocation<'_>) -> Result<T, BoxError> {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let too_slow = || -> BoxError { format!("Redis did not answer within {:?}", self.timeout).into() };
+        let (mut conn, broken) = tokio::time::timeout_at(deadline, self.pool.conn())
+            .await
+            .map_err(|_| too_slow())??;
+        match tokio::time::timeout_at(deadline, call.invoke_async::<T>(&mut conn)).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(err)) => {
+                broken.check(&err);
+                Err(err.into())
+            }
+            Err(_) => {
+                broken.timed_out();
+                Err(too_slow())
+            }
+        }
+    }
+
+    pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, BoxError> {
+        let mut call = scripts::ACQUIRE.prepare_invoke();
+        call.key(&**req.id)
+            .key(keys::waiters(req.id))
+            .key(keys::fence(req.id))
+            .arg(req.owner)
+            .arg(millis(req.lease))
+            .arg(&*self.manager_id)
+            .arg(flag(req.will_wait))
+            .arg(flag(req.others_waiting));
+        let (acquired, value): (i64, i64) = self.invoke(&call).await?;
+        Ok(if acquired == 1 {
+            Attempt::Acquired {
+                token: u64::try_from(value).unwrap_or(0),
+            }
+        } else {
+            Attempt::Busy {
+                ttl: u64::try_from(value).ok().map(Duration::from_millis),
+            }
+        })
+    }
+
+    pub(crate) async fn release(&self, id: &LockId, owner: &str) -> Result<Released, BoxError> {
+        let mut call = scripts::RELEASE.prepare_invoke();
+        call.key(&**id)
+            .key(keys::waiters(id))
+            .arg(owner)
+            .arg(&self.inbox_prefix);
+        let left: i64 = self.invoke(&call).await?;
+        Ok(match left {
+            l if l < 0 => Released::NotHeld,
+            0 => Released::Freed,
+            _ => Released::StillHeld,
+        })
+    }
+
+    pub(crate) async fn renew(&self, batch: &[HeldLock], lease: Duration) -> Result<Vec<bool>, BoxError> {
+        let mut call = scripts::RENEW.prepare_invoke();
+        call.arg(millis(lease));
+        for lock in batch {
+            call.key(&*lock.id).arg(&*lock.owner);
+        }
+        let renewed: Vec<i64> = self.invoke(&call).await?;
+        Ok(renewed.into_iter().map(|r| r == 1).collect())
+    }
+
+    pub(crate) async fn abandon(&self, id: &LockId, departure: Departure) -> Result<(), BoxError> {
+        let mut call = scripts::ABANDON.prepare_invoke();
+        call.key(&**id)
+            .key(keys::waiters(id))
+            .arg(&*self.manager_id)
+            .arg(flag(departure.last))
+            .arg(flag(departure.pass_on))
+            .arg(&self.inbox_prefix);
+        self.invoke::<i64>(&call).await.map(drop)
+    }
+}

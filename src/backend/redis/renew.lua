@@ -1,0 +1,13 @@
+-- Renew many leases in one call (the watchdog's batch).
+-- KEYS: lock hashes; ARGV: lease ms, then the owner of each lock in KEYS order.
+-- Returns one 1 (renewed) or 0 (not held by that owner any more) per lock.
+local renewed = {}
+for i, lock in ipairs(KEYS) do
+  if redis.call('HEXISTS', lock, ARGV[i + 1]) == 1 then
+    redis.call('PEXPIRE', lock, ARGV[1])
+    renewed[i] = 1
+  else
+    renewed[i] = 0
+  end
+end
+return renewed

@@ -1,0 +1,101 @@
+//! Errors: every error names the key it concerns and carries its cause.
+
+use std::time::Duration;
+
+/// A boxed error from a backend (a Redis I/O error, a timeout, a script failure).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Why a lock operation failed.
+///
+/// `LockError` separates the cases a service must answer differently: the caller's input was bad
+/// ([`LockError::InvalidKey`], an HTTP 400), the lock stayed busy for the whole wait
+/// ([`LockError::Timeout`], a 503 with `Retry-After`), the backend could not be reached
+/// ([`LockError::Unavailable`], a 503), or the lease had already been lost when the holder released it
+/// ([`LockError::NotHeld`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// The lock name is not acceptable (empty, or too long).
+    #[error(transparent)]
+    InvalidKey(#[from] KeyError),
+    /// The lock stayed held by someone else for the whole wait timeout.
+    #[error("timed out after {waited:?} waiting for lock {key:?}")]
+    Timeout {
+        /// The lock name, as given.
+        key: String,
+        /// How long the caller waited.
+        waited: Duration,
+    },
+    /// The backend (Redis) could not be reached or did not answer in time.
+    #[error("lock backend unavailable for {key:?}: {source}")]
+    Unavailable {
+        /// The lock name, as given (empty when the failure concerns no single lock).
+        key: String,
+        /// The cause.
+        #[source]
+        source: BoxError,
+    },
+    /// The lock was no longer held by this owner when it was released: its lease had expired or it
+    /// was deleted, so the critical section may have overlapped with another holder.
+    #[error("lock {key:?} was not held any more when it was released (lease lost)")]
+    NotHeld {
+        /// The lock name, as given.
+        key: String,
+    },
+    /// The requested combination of options is not supported by this manager.
+    #[error("unsupported for lock {key:?}: {what}")]
+    Unsupported {
+        /// The lock name, as given.
+        key: String,
+        /// What is not supported.
+        what: &'static str,
+    },
+    /// The manager could not be built (bad URL, bad namespace, ...).
+    #[error("invalid lock manager configuration: {0}")]
+    Config(String),
+}
+
+impl LockError {
+    /// The lock name this error concerns, if any.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            LockError::InvalidKey(_) | LockError::Config(_) => None,
+            LockError::Timeout { key, .. }
+            | LockError::Unavailable { key, .. }
+            | LockError::NotHeld { key }
+            | LockError::Unsupported { key, .. } => Some(key),
+        }
+    }
+
+    /// True when the error says the backend is down or slow: retrying later may succeed.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, LockError::Unavailable { .. })
+    }
+
+    pub(crate) fn unavailable(key: &str, source: impl Into<BoxError>) -> Self {
+        LockError::Unavailable {
+            key: key.to_owned(),
+            source: source.into(),
+        }
+    }
+}
+
+/// A lock name that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyError {
+    /// The name is empty.
+    #[error("lock name is empty")]
+    Empty,
+    /// The name is longer than [`crate::key::MAX_KEY_LEN`] bytes.
+    #[error("lock name is {len} bytes long; the limit is {max}")]
+    TooLong {
+        /// The length of the rejected name.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A request did not yield a usable key (used by key extractors).
+    #[error("cannot derive a lock key from the request: {0}")]
+    Extract(String),
+}

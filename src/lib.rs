@@ -1,0 +1,47 @@
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+//! # tower-lock
+//!
+//! Serialize work on a resource across every replica of a service: "only one request at a time may
+//! touch account 42". Locks live in Redis (or, for one process, in memory); one [`LockManager`] per
+//! process multiplexes ONE pub/sub connection and ONE lease-renewal task across every request.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), tower_lock::LockError> {
+//! use std::time::Duration;
+//! use tower_lock::{LockManager, LockOptions};
+//!
+//! // LockManager::redis("redis://127.0.0.1:6379").await? for every replica of a service
+//! let manager = LockManager::memory();
+//! let opts = LockOptions::exclusive().wait_timeout(Duration::from_secs(5));
+//!
+//! let guard = manager.acquire("account:42", &opts).await?;
+//! // ... read, modify and write account 42; pass the fencing token to the storage ...
+//! let _token = guard.fencing_token();
+//! guard.release().await?;
+//!
+//! // re-entry belongs to an owner (one per request), never to a thread
+//! let owner = manager.owner();
+//! let outer = owner.acquire("account:42", &opts).await?;
+//! let inner = owner.acquire("account:42", &opts).await?;
+//! assert_eq!(outer.fencing_token(), inner.fencing_token());
+//! # Ok(())
+//! # }
+//! ```
+
+mod backend;
+mod error;
+mod guard;
+pub mod key;
+mod manager;
+mod options;
+mod waiters;
+mod watchdog;
+
+#[cfg(feature = "redis")]
+pub use backend::redis::RedisPool;
+pub use error::{BoxError, KeyError, LockError};
+pub use guard::{LockGuard, LockInfo};
+pub use manager::{LockManager, LockManagerBuilder, LockOwner, DEFAULT_LEASE};
+pub use options::{Lease, LockOptions, Mode};

@@ -1,0 +1,234 @@
+//! The acquire loop: one attempt, and if the lock is busy, sleep until a wake-up from the backend or
+//! until the holder's lease would have run out (so a lost message cannot hang a waiter), then retry.
+//! Cancellation-safe: an attempt in flight when the caller goes away is finished in the background
+//! and undone if it took the lock; a waiter that leaves passes on any wake-up it did not use.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use super::{Held, Shared};
+use crate::backend::{AcquireRequest, Attempt};
+use crate::error::{BoxError, LockError};
+use crate::guard::{LockGuard, LockInfo, LostSignal};
+use crate::key::LockKey;
+use crate::options::{Lease, LockOptions, Mode};
+use crate::waiters::{LockId, Waiter};
+use crate::watchdog::Chore;
+
+/// Retry after this long when the backend could not say how long the holder keeps the lock.
+const UNKNOWN_TTL_RETRY: Duration = Duration::from_millis(50);
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// What to do with the result of a call whose caller went away (e.g. release a lock it took).
+type Undo<T> = Box<dyn FnOnce(T) -> Option<BoxFuture<()>> + Send>;
+
+/// A backend call that runs to completion even if its caller goes away: when dropped early, the rest
+/// of the call goes to the watchdog task, followed by its undo.
+pub(crate) struct MustComplete<T: Send + 'static> {
+    call: Option<BoxFuture<T>>,
+    undo: Option<Undo<T>>,
+    shared: Arc<Shared>,
+}
+
+impl<T: Send + 'static> MustComplete<T> {
+    pub(crate) fn new(call: BoxFuture<T>, shared: &Arc<Shared>) -> Self {
+        MustComplete {
+            call: Some(call),
+            undo: None,
+            shared: shared.clone(),
+        }
+    }
+
+    fn with_undo(mut self, undo: Undo<T>) -> Self {
+        self.undo = Some(undo);
+        self
+    }
+}
+
+impl<T: Send + 'static> Future for MustComplete<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let Some(call) = self.call.as_mut() else {
+            return Poll::Pending; // polled after completion: never resolves twice
+        };
+        let out = std::task::ready!(call.as_mut().poll(cx));
+        self.call = None;
+        Poll::Ready(out)
+    }
+}
+
+impl<T: Send + 'static> Drop for MustComplete<T> {
+    fn drop(&mut self) {
+        let Some(call) = self.call.take() else {
+            return;
+        };
+        let undo = self.undo.take();
+        let chore: Chore = Box::pin(async move {
+            let out = call.await;
+            if let Some(follow_up) = undo.and_then(|undo| undo(out)) {
+                follow_up.await;
+            }
+        });
+        self.shared.chore(chore);
+    }
+}
+
+/// A request's place among the local waiters of one lock, for as long as it waits.
+struct WaitTicket {
+    shared: Arc<Shared>,
+    id: LockId,
+    waiter: Arc<Waiter>,
+    acquired: bool,
+}
+
+impl WaitTicket {
+    fn new(shared: &Arc<Shared>, id: &LockId) -> Self {
+        WaitTicket {
+            shared: shared.clone(),
+            id: id.clone(),
+            waiter: shared.waiters.register(id),
+            acquired: false,
+        }
+    }
+
+    fn others_waiting(&self) -> bool {
+        self.shared.waiters.has_others(&self.id, &self.waiter)
+    }
+}
+
+impl Drop for WaitTicket {
+    fn drop(&mut self) {
+        let departure = self.shared.waiters.leave(&self.id, &self.waiter, self.acquired);
+        // On success the acquire script already updated the backend's record of waiting managers.
+        if self.acquired || !(departure.last || departure.pass_on) {
+            return;
+        }
+        let backend = self.shared.backend.clone();
+        let id = self.id.clone();
+        self.shared.chore(Box::pin(async move {
+            if let Err(err) = backend.abandon(&id, departure).await {
+                tracing::debug!(error = %err, "could not withdraw a waiter");
+            }
+        }));
+    }
+}
+
+impl Shared {
+    /// Acquire `key` for `owner`; with `wait` false, one attempt only (`Ok(None)` when busy).
+    pub(crate) async fn acquire(
+        self: &Arc<Self>,
+        key: &str,
+        opts: &LockOptions,
+        owner: &Arc<str>,
+        wait: bool,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let lock_key = LockKey::new(key)?;
+        if opts.mode_value() == Mode::Fair {
+            return Err(LockError::Unsupported {
+                key: key.to_owned(),
+                what: "fair locks are not available yet",
+            });
+        }
+        self.start();
+        let started = Instant::now();
+        let deadline = opts.wait_timeout_value().map(|t| started + t);
+        let id = self.backend.lock_id(&lock_key);
+        let (lease, watched) = match opts.lease_value() {
+            Lease::Watchdog => (self.lease, true),
+            Lease::Fixed(lease) => (lease, false),
+        };
+        let mut ticket = wait.then(|| WaitTicket::new(self, &id));
+        loop {
+            let attempt_started = Instant::now();
+            let others_waiting = ticket.as_ref().is_some_and(WaitTicket::others_waiting);
+            let call = self.attempt(&id, owner, lease, wait, others_waiting);
+            let attempt = match deadline {
+                Some(deadline) => tokio::time::timeout_at(deadline.into(), call)
+                    .await
+                    .map_err(|_| timeout(key, started))?,
+                None => call.await,
+            };
+            match attempt.map_err(|err| LockError::unavailable(key, err))? {
+                Attempt::Acquired { token } => {
+                    if let Some(ticket) = ticket.as_mut() {
+                        ticket.acquired = true;
+                    }
+                    tracing::debug!(key, token, waited = ?started.elapsed(), "lock acquired");
+                    let lost = if watched {
+                        self.leases.hold(&id, owner, attempt_started)
+                    } else {
+                        Arc::new(LostSignal::new(Some(attempt_started + lease)))
+                    };
+                    let info = LockInfo::new(Arc::from(key), token, lost);
+                    let held = Held {
+                        shared: self.clone(),
+                        id,
+                        owner: owner.clone(),
+                        watched,
+                    };
+                    return Ok(Some(LockGuard::new(info, held)));
+                }
+                Attempt::Busy { ttl } => {
+                    let Some(ticket) = ticket.as_ref() else {
+                        return Ok(None);
+                    };
+                    let ttl = ttl.unwrap_or(UNKNOWN_TTL_RETRY).max(Duration::from_millis(1));
+                    let mut until = Instant::now() + ttl;
+                    if let Some(deadline) = deadline {
+                        until = until.min(deadline);
+                    }
+                    tracing::trace!(key, ?ttl, "lock busy; waiting");
+                    let woken = tokio::time::timeout_at(until.into(), ticket.waiter.woken()).await;
+                    if woken.is_err() && deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Err(timeout(key, started));
+                    }
+                }
+            }
+        }
+    }
+
+    /// One attempt, finished in the background (and released if it won) should the caller go away.
+    fn attempt(
+        self: &Arc<Self>,
+        id: &LockId,
+        owner: &Arc<str>,
+        lease: Duration,
+        will_wait: bool,
+        others_waiting: bool,
+    ) -> MustComplete<Result<Attempt, BoxError>> {
+        let backend = self.backend.clone();
+        let (id, owner) = (id.clone(), owner.clone());
+        let (undo_backend, undo_id, undo_owner) = (backend.clone(), id.clone(), owner.clone());
+        let call = Box::pin(async move {
+            let req = AcquireRequest {
+                id: &id,
+                owner: &owner,
+                lease,
+                will_wait,
+                others_waiting,
+            };
+            backend.try_acquire(&req).await
+        });
+        let undo: Undo<_> = Box::new(move |out: Result<Attempt, BoxError>| -> Option<BoxFuture<()>> {
+            match out {
+                Ok(Attempt::Acquired { .. }) => Some(Box::pin(async move {
+                    let _ = undo_backend.release(&undo_id, &undo_owner).await;
+                })),
+                _ => None,
+            }
+        });
+        MustComplete::new(call, self).with_undo(undo)
+    }
+}
+
+fn timeout(key: &str, started: Instant) -> LockError {
+    LockError::Timeout {
+        key: key.to_owned(),
+        waited: started.elapsed(),
+    }
+}

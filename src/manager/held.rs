@@ -1,0 +1,63 @@
+//! `Held`: the part of a guard that knows how to release its lock, now or in the background.
+
+use std::sync::Arc;
+
+use crate::backend::{Backend, Released};
+use crate::error::LockError;
+use crate::manager::Shared;
+use crate::waiters::LockId;
+
+/// One hold of a lock by one owner.
+#[derive(Debug)]
+pub(crate) struct Held {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) id: LockId,
+    pub(crate) owner: Arc<str>,
+    /// Kept by the watchdog (else a fixed lease).
+    pub(crate) watched: bool,
+}
+
+impl Held {
+    fn stop_renewing(&self) {
+        if self.watched {
+            self.shared.leases.unhold(&self.id, &self.owner);
+        }
+    }
+
+    /// Release now and report how it went. If the caller stops waiting, the release still completes
+    /// in the background.
+    pub(crate) async fn release(self, key: &str) -> Result<(), LockError> {
+        self.stop_renewing();
+        let backend = self.shared.backend.clone();
+        let (id, owner) = (self.id.clone(), self.owner.clone());
+        let call = Box::pin(async move { backend.release(&id, &owner).await });
+        let outcome = super::acquire::MustComplete::new(call, &self.shared).await;
+        match outcome {
+            Ok(Released::Freed | Released::StillHeld) => {
+                tracing::debug!(key, "lock released");
+                Ok(())
+            }
+            Ok(Released::NotHeld) => Err(LockError::NotHeld {
+                key: key.to_owned(),
+            }),
+            Err(err) => Err(LockError::unavailable(key, err)),
+        }
+    }
+
+    /// Release without waiting (from `Drop`): the watchdog task sends it.
+    pub(crate) fn release_in_background(self) {
+        self.stop_renewing();
+        if let Backend::Memory(memory) = &*self.shared.backend {
+            // No I/O: release at once, so the next request sees the lock free.
+            memory.release(&self.id, &self.owner);
+            return;
+        }
+        let backend = self.shared.backend.clone();
+        let (id, owner) = (self.id.clone(), self.owner.clone());
+        self.shared.chore(Box::pin(async move {
+            if let Err(err) = backend.release(&id, &owner).await {
+                tracing::warn!(error = %err, "background lock release failed; the lease will run out");
+            }
+        }));
+    }
+}

@@ -1,0 +1,238 @@
+//! `LockManager`: the one engine of a process. It owns the backend, the local waiters, the lease table
+//! and the watchdog task; `LockOwner` gives requests re-entry.
+
+mod acquire;
+mod builder;
+mod held;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+pub use builder::LockManagerBuilder;
+pub(crate) use held::Held;
+
+use crate::backend::memory::MemoryBackend;
+use crate::backend::Backend;
+use crate::error::LockError;
+use crate::guard::LockGuard;
+use crate::options::LockOptions;
+use crate::watchdog::{Chore, Leases, Watchdog};
+use crate::waiters::WaitRegistry;
+
+/// The default watchdog lease.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// The lock engine of one process: share one (it is cheap to clone) across every request.
+///
+/// It owns the backend's command pool, exactly one pub/sub connection that carries every wake-up for
+/// every waiting request (Redis), and one watchdog task that renews every held lease.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tower_lock::LockError> {
+/// use std::time::Duration;
+/// use tower_lock::{LockManager, LockOptions};
+///
+/// let manager = LockManager::memory();
+/// let opts = LockOptions::exclusive().wait_timeout(Duration::from_secs(5));
+/// let guard = manager.acquire("account:42", &opts).await?;
+/// // a second request for the same account is refused while the first holds it
+/// assert!(manager.try_acquire("account:42", &opts).await?.is_none());
+/// drop(guard);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct LockManager {
+    shared: Arc<Shared>,
+}
+
+/// What the manager, its owners and its guards share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) backend: Arc<Backend>,
+    pub(crate) waiters: Arc<WaitRegistry>,
+    pub(crate) leases: Arc<Leases>,
+    pub(crate) chores: mpsc::UnboundedSender<Chore>,
+    /// The watchdog lease.
+    pub(crate) lease: Duration,
+    /// Random id of this manager; owner ids extend it.
+    pub(crate) id: Arc<str>,
+    next_owner: AtomicU64,
+    /// The watchdog task, until it is spawned on first use (so `memory()` needs no runtime).
+    watchdog: Mutex<Option<Watchdog>>,
+    started: AtomicBool,
+    /// Dropping this stops the inbox task.
+    _inbox_stop: Option<oneshot::Sender<()>>,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        backend: Arc<Backend>,
+        waiters: Arc<WaitRegistry>,
+        lease: Duration,
+        id: Arc<str>,
+        inbox_stop: Option<oneshot::Sender<()>>,
+    ) -> (Self, mpsc::UnboundedSender<Chore>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let leases = Arc::new(Leases::default());
+        let watchdog = Watchdog {
+            backend: backend.clone(),
+            leases: leases.clone(),
+            lease,
+            chores: rx,
+        };
+        let shared = Shared {
+            backend,
+            waiters,
+            leases,
+            chores: tx.clone(),
+            lease,
+            id,
+            next_owner: AtomicU64::new(1),
+            watchdog: Mutex::new(Some(watchdog)),
+            started: AtomicBool::new(false),
+            _inbox_stop: inbox_stop,
+        };
+        (shared, tx)
+    }
+
+    /// Spawn the watchdog task on first use, inside the caller's runtime.
+    pub(crate) fn start(&self) {
+        if self.started.load(Ordering::Acquire) {
+            return;
+        }
+        let mut slot = self.watchdog.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(watchdog) = slot.take() {
+            tokio::spawn(watchdog.run());
+        }
+        self.started.store(true, Ordering::Release);
+    }
+
+    /// Hand work to the watchdog task. If it is gone (the runtime shut down), the work is dropped:
+    /// the leases it concerns run out on their own.
+    pub(crate) fn chore(&self, chore: Chore) {
+        let _ = self.chores.send(chore);
+    }
+
+    fn new_owner_id(&self) -> Arc<str> {
+        let seq = self.next_owner.fetch_add(1, Ordering::Relaxed);
+        Arc::from(format!("{}:{seq}", self.id))
+    }
+}
+
+impl LockManager {
+    /// An in-memory manager: locks shared by every request of this process (the embedded default,
+    /// for one process, demos and tests). Needs no runtime until the first acquisition.
+    pub fn memory() -> LockManager {
+        Self::memory_with_lease(DEFAULT_LEASE)
+    }
+
+    pub(crate) fn memory_with_lease(lease: Duration) -> LockManager {
+        let waiters = Arc::new(WaitRegistry::default());
+        let backend = Arc::new(Backend::Memory(MemoryBackend::new(waiters.clone())));
+        let (shared, _) = Shared::new(backend, waiters, lease, new_manager_id(), None);
+        LockManager {
+            shared: Arc::new(shared),
+        }
+    }
+
+    /// A manager on one Redis server: a command pool, one inbox connection, one watchdog.
+    /// Fails when the URL is invalid or the server cannot be reached.
+    #[cfg(feature = "redis")]
+    pub async fn redis(url: &str) -> Result<LockManager, LockError> {
+        Self::builder().redis(url).build().await
+    }
+
+    /// Configure a manager: namespace, lease, backend.
+    pub fn builder() -> LockManagerBuilder {
+        LockManagerBuilder::default()
+    }
+
+    pub(crate) fn from_shared(shared: Shared) -> LockManager {
+        LockManager {
+            shared: Arc::new(shared),
+        }
+    }
+
+    /// A new owner: every lock it takes can be re-entered through it (or its clones). One per request.
+    pub fn owner(&self) -> LockOwner {
+        LockOwner {
+            id: self.shared.new_owner_id(),
+            manager: self.clone(),
+        }
+    }
+
+    /// Wait for the lock `key` (until `opts`' wait timeout, forever by default) and hold it.
+    /// Each call is a fresh owner: a second `acquire` of the same key waits for the first guard.
+    pub async fn acquire(&self, key: &str, opts: &LockOptions) -> Result<LockGuard, LockError> {
+        self.owner().acquire(key, opts).await
+    }
+
+    /// Take the lock `key` if it is free, without waiting. `Ok(None)` means someone else holds it;
+    /// an unreachable backend is an error, never `None`.
+    pub async fn try_acquire(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+    ) -> Result<Option<LockGuard>, LockError> {
+        self.owner().try_acquire(key, opts).await
+    }
+
+    /// The watchdog lease of this manager.
+    pub fn lease(&self) -> Duration {
+        self.shared.lease
+    }
+
+    /// Requests of this process waiting for a lock right now.
+    pub fn waiting(&self) -> usize {
+        self.shared.waiters.len()
+    }
+
+    /// Leases the watchdog keeps right now.
+    pub fn held(&self) -> usize {
+        self.shared.leases.len()
+    }
+}
+
+/// The holder identity of one request: locks it takes can be re-entered by it (each re-entry is one
+/// more hold, released by its own guard; the lock frees when the last hold goes). Clone it to pass it
+/// down; the layer stores one in each request's extensions.
+#[derive(Clone, Debug)]
+pub struct LockOwner {
+    id: Arc<str>,
+    manager: LockManager,
+}
+
+impl LockOwner {
+    /// Wait for the lock `key` and hold it; re-enters a lock this owner already holds.
+    pub async fn acquire(&self, key: &str, opts: &LockOptions) -> Result<LockGuard, LockError> {
+        let guard = self.manager.shared.acquire(key, opts, &self.id, true).await?;
+        guard.ok_or_else(|| LockError::Timeout {
+            key: key.to_owned(),
+            waited: Duration::ZERO,
+        })
+    }
+
+    /// Take (or re-enter) the lock `key` if possible without waiting; `Ok(None)` when someone else
+    /// holds it.
+    pub async fn try_acquire(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+    ) -> Result<Option<LockGuard>, LockError> {
+        self.manager.shared.acquire(key, opts, &self.id, false).await
+    }
+
+    /// The manager this owner belongs to.
+    pub fn manager(&self) -> &LockManager {
+        &self.manager
+    }
+}
+
+pub(crate) fn new_manager_id() -> Arc<str> {
+    Arc::from(uuid::Uuid::new_v4().simple().to_string())
+}

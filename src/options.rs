@@ -1,0 +1,105 @@
+//! Per-acquisition options: the lock mode, how long to wait, and how the lease is kept.
+
+use std::time::Duration;
+
+/// How a lock orders its waiters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Mode {
+    /// Reentrant exclusive lock (Redisson's `RLock`): one owner at a time, waiters are not ordered.
+    #[default]
+    Exclusive,
+    /// Reentrant fair lock: waiters acquire in the order they arrived at the backend.
+    Fair,
+}
+
+/// How long a held lock stays valid without its holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Lease {
+    /// The manager's watchdog renews the lease every lease/3 until the guard is released; if the
+    /// process dies, the lock frees itself one lease period later.
+    #[default]
+    Watchdog,
+    /// A fixed lease: the lock frees itself this long after it was acquired, whatever the holder does.
+    Fixed(Duration),
+}
+
+/// Options for one acquisition: mode, wait timeout and lease.
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_lock::LockOptions;
+///
+/// let opts = LockOptions::exclusive()
+///     .wait_timeout(Duration::from_secs(5))
+///     .lease(Duration::from_secs(10));
+/// assert_eq!(opts.wait_timeout_value(), Some(Duration::from_secs(5)));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LockOptions {
+    mode: Mode,
+    wait_timeout: Option<Duration>,
+    lease: Lease,
+}
+
+impl LockOptions {
+    /// A reentrant exclusive lock that waits forever and is kept by the watchdog.
+    pub fn exclusive() -> Self {
+        Self::default()
+    }
+
+    /// A reentrant fair (FIFO) lock that waits forever and is kept by the watchdog.
+    pub fn fair() -> Self {
+        Self {
+            mode: Mode::Fair,
+            ..Self::default()
+        }
+    }
+
+    /// Give up waiting after `timeout` with [`crate::LockError::Timeout`]. The default for the direct
+    /// API is to wait forever (a backend failure still ends the wait with an error).
+    pub fn wait_timeout(mut self, timeout: Duration) -> Self {
+        self.wait_timeout = Some(timeout);
+        self
+    }
+
+    /// Wait forever (the default for the direct API).
+    pub fn wait_forever(mut self) -> Self {
+        self.wait_timeout = None;
+        self
+    }
+
+    /// Hold the lock for a fixed lease with no watchdog renewal: it frees itself `lease` after it was
+    /// acquired. Zero is raised to one millisecond.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Lease::Fixed(lease.max(Duration::from_millis(1)));
+        self
+    }
+
+    /// Let the manager's watchdog keep the lease (the default).
+    pub fn watchdog_lease(mut self) -> Self {
+        self.lease = Lease::Watchdog;
+        self
+    }
+
+    /// Change the mode.
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The mode.
+    pub fn mode_value(&self) -> Mode {
+        self.mode
+    }
+
+    /// The wait timeout; `None` waits forever.
+    pub fn wait_timeout_value(&self) -> Option<Duration> {
+        self.wait_timeout
+    }
+
+    /// The lease policy.
+    pub fn lease_value(&self) -> Lease {
+        self.lease
+    }
+}

@@ -1,0 +1,172 @@
+//! The requests of this process that wait for a lock, by lock.
+//!
+//! A backend's wake-up ("lock K is free") is routed to ONE local waiter of K, in arrival order, so a
+//! release never wakes a herd. Waiters register *before* each attempt, so a wake-up that arrives while
+//! an attempt is in flight is kept (as a permit) rather than lost.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+
+/// The backend's name for one lock (for Redis, the lock's hash key). Wake-ups are routed by it.
+pub(crate) type LockId = Arc<str>;
+
+/// One waiting request.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    seq: u64,
+    woken: AtomicBool,
+    notify: Notify,
+}
+
+impl Waiter {
+    fn wake(&self) {
+        self.woken.store(true, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+
+    /// Resolves after a wake-up (at once when one arrived since the last call).
+    pub(crate) async fn woken(&self) {
+        self.notify.notified().await;
+        self.woken.store(false, Ordering::SeqCst);
+    }
+
+    fn has_unused_wake(&self) -> bool {
+        self.woken.load(Ordering::SeqCst)
+    }
+}
+
+/// Every local waiter, by lock.
+#[derive(Debug, Default)]
+pub(crate) struct WaitRegistry {
+    by_lock: Mutex<HashMap<LockId, VecDeque<Arc<Waiter>>>>,
+    next_seq: AtomicU64,
+}
+
+/// What a waiter leaving the registry asks the backend to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Departure {
+    /// It was the last local waiter of its lock: the backend may forget that this process waits.
+    pub(crate) last: bool,
+    /// It held a wake-up that no local waiter could take: the backend must pass it on.
+    pub(crate) pass_on: bool,
+}
+
+impl WaitRegistry {
+    fn lock(&self) -> MutexGuard<'_, HashMap<LockId, VecDeque<Arc<Waiter>>>> {
+        // A panic while holding this lock cannot leave the map inconsistent (each operation is one
+        // insert or removal), so a poisoned lock is still usable.
+        self.by_lock.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Add a waiter for `id`, behind the ones already there.
+    pub(crate) fn register(&self, id: &LockId) -> Arc<Waiter> {
+        let waiter = Arc::new(Waiter {
+            seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
+            woken: AtomicBool::new(false),
+            notify: Notify::new(),
+        });
+        self.lock()
+            .entry(id.clone())
+            .or_default()
+            .push_back(waiter.clone());
+        waiter
+    }
+
+    /// Wake the first waiter of `id` that has no wake-up pending. Returns false when this process has
+    /// no waiter for `id` (the wake-up must then be passed on to another process).
+    pub(crate) fn wake_one(&self, id: &str) -> bool {
+        let map = self.lock();
+        let Some(queue) = map.get(id) else {
+            return false;
+        };
+        if let Some(w) = queue.iter().find(|w| !w.has_unused_wake()) {
+            w.wake();
+        }
+        !queue.is_empty()
+    }
+
+    /// Wake every waiter (after the inbox reconnected: messages may have been lost).
+    pub(crate) fn wake_all(&self) {
+        for queue in self.lock().values() {
+            queue.iter().for_each(|w| w.wake());
+        }
+    }
+
+    /// True when other waiters of `id` remain besides `me`.
+    pub(crate) fn has_others(&self, id: &str, me: &Waiter) -> bool {
+        self.lock()
+            .get(id)
+            .is_some_and(|q| q.iter().any(|w| w.seq != me.seq))
+    }
+
+    /// Remove `me`. When `acquired` is false and `me` held an unused wake-up, the wake-up goes to the
+    /// next local waiter, or — if there is none — the returned [`Departure`] says to pass it on.
+    pub(crate) fn leave(&self, id: &str, me: &Waiter, acquired: bool) -> Departure {
+        let mut map = self.lock();
+        let Some(queue) = map.get_mut(id) else {
+            return Departure {
+                last: true,
+                pass_on: false,
+            };
+        };
+        queue.retain(|w| w.seq != me.seq);
+        let mut pass_on = !acquired && me.has_unused_wake();
+        if pass_on {
+            if let Some(next) = queue.iter().find(|w| !w.has_unused_wake()) {
+                next.wake();
+                pass_on = false;
+            } else if !queue.is_empty() {
+                pass_on = false; // every remaining waiter is already about to retry
+            }
+        }
+        let last = queue.is_empty();
+        if last {
+            map.remove(id);
+        }
+        Departure { last, pass_on }
+    }
+
+    /// Number of waiting requests in this process (for tests and metrics).
+    pub(crate) fn len(&self) -> usize {
+        self.lock().values().map(VecDeque::len).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_wake_goes_to_one_waiter_in_order_and_survives_a_cancel() {
+        let reg = WaitRegistry::default();
+        let id: LockId = Arc::from("k");
+        let a = reg.register(&id);
+        let b = reg.register(&id);
+        assert!(reg.wake_one("k"));
+        assert!(a.has_unused_wake());
+        assert!(!b.has_unused_wake());
+        // a is cancelled before using its wake-up: b gets it
+        let d = reg.leave("k", &a, false);
+        assert_eq!(d, Departure { last: false, pass_on: false });
+        assert!(b.has_unused_wake());
+        b.woken().await;
+        assert!(!b.has_unused_wake());
+        // b leaves with nothing pending: last, nothing to pass on
+        let d = reg.leave("k", &b, false);
+        assert_eq!(d, Departure { last: true, pass_on: false });
+        assert!(!reg.wake_one("k"));
+        assert_eq!(reg.len(), 0);
+    }
+
+    #[test]
+    fn a_lone_cancelled_waiter_passes_its_wake_on() {
+        let reg = WaitRegistry::default();
+        let id: LockId = Arc::from("k");
+        let a = reg.register(&id);
+        reg.wake_one("k");
+        assert_eq!(reg.leave("k", &a, false), Departure { last: true, pass_on: true });
+    }
+}

@@ -1,0 +1,174 @@
+//! The watchdog: ONE task per manager. Every lease/3 it renews every held lease in batches (many locks
+//! per round trip). A renewal that finds a lock gone marks its guard lost at once; a lease that could
+//! not be renewed for a whole lease period is lost too. The same task runs the chores that must not
+//! block a `Drop`: background releases, and the rest of an operation whose caller went away.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use tokio::sync::mpsc;
+use tokio::time::MissedTickBehavior;
+
+use crate::backend::{Backend, HeldLock};
+use crate::guard::LostSignal;
+use crate::waiters::LockId;
+
+/// Work handed to the watchdog task to finish in the background.
+pub(crate) type Chore = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+#[derive(Debug)]
+struct Lease {
+    /// Guards of this owner on this lock (re-entry shares one lease).
+    guards: usize,
+    lost: Arc<LostSignal>,
+    /// When the lease was last known valid (the start of the last successful renewal).
+    valid_since: Instant,
+}
+
+/// Every watchdog-kept lease of one manager, by (lock, owner).
+#[derive(Debug, Default)]
+pub(crate) struct Leases {
+    table: Mutex<HashMap<(LockId, Arc<str>), Lease>>,
+}
+
+impl Leases {
+    fn table(&self) -> MutexGuard<'_, HashMap<(LockId, Arc<str>), Lease>> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Start (or, on re-entry, join) keeping the lease of `owner` on `id`, valid since `since`.
+    pub(crate) fn hold(&self, id: &LockId, owner: &Arc<str>, since: Instant) -> Arc<LostSignal> {
+        let mut table = self.table();
+        let lease = table
+            .entry((id.clone(), owner.clone()))
+            .or_insert_with(|| Lease {
+                guards: 0,
+                lost: Arc::new(LostSignal::new(None)),
+                valid_since: since,
+            });
+        lease.guards += 1;
+        lease.lost.clone()
+    }
+
+    /// One guard of `owner` on `id` is released: stop renewing once none is left.
+    pub(crate) fn unhold(&self, id: &LockId, owner: &Arc<str>) {
+        let mut table = self.table();
+        let key = (id.clone(), owner.clone());
+        if let Some(lease) = table.get_mut(&key) {
+            lease.guards -= 1;
+            if lease.guards == 0 {
+                table.remove(&key);
+            }
+        }
+    }
+
+    fn snapshot(&self) -> Vec<HeldLock> {
+        self.table()
+            .keys()
+            .map(|(id, owner)| HeldLock {
+                id: id.clone(),
+                owner: owner.clone(),
+            })
+            .collect()
+    }
+
+    /// Number of leases kept (for tests and metrics).
+    pub(crate) fn len(&self) -> usize {
+        self.table().len()
+    }
+
+    fn record(&self, lock: &HeldLock, outcome: Option<bool>, started: Instant, lease: Duration) {
+        let mut table = self.table();
+        let key = (lock.id.clone(), lock.owner.clone());
+        let Some(entry) = table.get_mut(&key) else {
+            return; // released meanwhile
+        };
+        let lost = match outcome {
+            Some(true) => {
+                entry.valid_since = started;
+                false
+            }
+            Some(false) => {
+                tracing::warn!("lock lease lost: the lock was gone at renewal");
+                true
+            }
+            None => {
+                let expired = started.saturating_duration_since(entry.valid_since) >= lease;
+                if expired {
+                    tracing::warn!("lock lease lost: not renewed for a whole lease period");
+                }
+                expired
+            }
+        };
+        if lost {
+            tracing::debug!(lock = %lock.id, "lease lost");
+            entry.lost.fire();
+            table.remove(&key);
+        }
+    }
+}
+
+/// The watchdog task of one manager.
+#[derive(Debug)]
+pub(crate) struct Watchdog {
+    pub(crate) backend: Arc<Backend>,
+    pub(crate) leases: Arc<Leases>,
+    pub(crate) lease: Duration,
+    pub(crate) chores: mpsc::UnboundedReceiver<Chore>,
+}
+
+impl Watchdog {
+    /// Run until every sender of chores (the manager and its guards) is gone.
+    pub(crate) async fn run(mut self) {
+        let period = (self.lease / 3).max(Duration::from_millis(1));
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut round: Option<Pin<Box<dyn Future<Output = ()> + Send>>> = None;
+        loop {
+            tokio::select! {
+                chore = self.chores.recv() => match chore {
+                    Some(chore) => { tokio::spawn(chore); }
+                    None => return,
+                },
+                _ = tick.tick(), if round.is_none() => {
+                    round = Some(Box::pin(renew_all(self.backend.clone(), self.leases.clone(), self.lease)));
+                }
+                _ = async { if let Some(r) = round.as_mut() { r.await } }, if round.is_some() => {
+                    round = None;
+                }
+            }
+        }
+    }
+}
+
+/// One renewal round: every lease, in batches sent concurrently.
+async fn renew_all(backend: Arc<Backend>, leases: Arc<Leases>, lease: Duration) {
+    let held = leases.snapshot();
+    if held.is_empty() {
+        return;
+    }
+    let started = Instant::now();
+    let batches = held.chunks(backend.renew_batch_size()).map(|batch| {
+        let backend = backend.clone();
+        async move { (batch, backend.renew(batch, lease).await) }
+    });
+    for (batch, result) in join_all(batches).await {
+        match result {
+            Ok(renewed) => {
+                for (lock, ok) in batch.iter().zip(renewed) {
+                    leases.record(lock, Some(ok), started, lease);
+                }
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, locks = batch.len(), "lease renewal failed");
+                for lock in batch {
+                    leases.record(lock, None, started, lease);
+                }
+            }
+        }
+    }
+}
