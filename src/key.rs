@@ -48,6 +48,9 @@ mod tests {
         assert_eq!(LockKey::new(""), Err(KeyError::Empty));
         let long = "x".repeat(MAX_KEY_LEN + 1);
         assert!(matches!(LockKey::new(long), Err(KeyError::TooLong { .. })));
-        assert_eq!(LockKey::new("account:42").map(|k| k.to_string()), Ok("account:42".to_owned()));
+        assert_eq!(
+            LockKey::new("account:42").map(|k| k.to_string()),
+            Ok("account:42".to_owned())
+        );
     }
 }

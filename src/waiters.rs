@@ -150,13 +150,25 @@ mod tests {
         assert!(!b.has_unused_wake());
         // a is cancelled before using its wake-up: b gets it
         let d = reg.leave("k", &a, false);
-        assert_eq!(d, Departure { last: false, pass_on: false });
+        assert_eq!(
+            d,
+            Departure {
+                last: false,
+                pass_on: false
+            }
+        );
         assert!(b.has_unused_wake());
         b.woken().await;
         assert!(!b.has_unused_wake());
         // b leaves with nothing pending: last, nothing to pass on
         let d = reg.leave("k", &b, false);
-        assert_eq!(d, Departure { last: true, pass_on: false });
+        assert_eq!(
+            d,
+            Departure {
+                last: true,
+                pass_on: false
+            }
+        );
         assert!(!reg.wake_one("k"));
         assert_eq!(reg.len(), 0);
     }
@@ -167,6 +179,12 @@ mod tests {
         let id: LockId = Arc::from("k");
         let a = reg.register(&id);
         reg.wake_one("k");
-        assert_eq!(reg.leave("k", &a, false), Departure { last: true, pass_on: true });
+        assert_eq!(
+            reg.leave("k", &a, false),
+            Departure {
+                last: true,
+                pass_on: true
+            }
+        );
     }
 }

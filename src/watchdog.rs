@@ -17,6 +17,9 @@ use crate::backend::{Backend, HeldLock};
 use crate::guard::LostSignal;
 use crate::waiters::LockId;
 
+/// How often the watchdog task wakes at the least (see `Watchdog::run`).
+const HEARTBEAT: Duration = Duration::from_millis(500);
+
 /// Work handed to the watchdog task to finish in the background.
 pub(crate) type Chore = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -127,9 +130,15 @@ impl Watchdog {
         let period = (self.lease / 3).max(Duration::from_millis(1));
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        // The heartbeat does nothing but keep the runtime's timer driver due within HEARTBEAT. Tokio
+        // wakes its driver thread whenever a timer earlier than its next wake-up is registered; with
+        // the driver always due soon, the per-command timeouts (further ahead) never cost a wake-up.
+        let mut heartbeat = tokio::time::interval(HEARTBEAT);
+        heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut round: Option<Pin<Box<dyn Future<Output = ()> + Send>>> = None;
         loop {
             tokio::select! {
+                _ = heartbeat.tick() => {}
                 chore = self.chores.recv() => match chore {
                     Some(chore) => { tokio::spawn(chore); }
                     None => return,

@@ -29,7 +29,9 @@ impl Fixture {
     async fn manager(&self) -> LockManager {
         match self {
             Fixture::Memory(m) => m.clone(),
-            Fixture::Redis(server) => LockManager::redis(&server.url()).await.expect("redis manager"),
+            Fixture::Redis(server) => LockManager::redis(&server.url())
+                .await
+                .expect("redis manager"),
         }
     }
 }
@@ -75,7 +77,10 @@ async fn mutual_exclusion_across_two_managers(fx: Fixture) {
         let (inside, max_inside, done) = (inside.clone(), max_inside.clone(), done.clone());
         tasks.push(tokio::spawn(async move {
             for _ in 0..10 {
-                let guard = m.acquire("account:42", &LockOptions::exclusive()).await.expect("acquire");
+                let guard = m
+                    .acquire("account:42", &LockOptions::exclusive())
+                    .await
+                    .expect("acquire");
                 let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
                 max_inside.fetch_max(now, Ordering::SeqCst);
                 tokio::task::yield_now().await;
@@ -102,10 +107,17 @@ async fn reentry_shares_the_token_and_counts_holds(fx: Fixture) {
     assert_eq!(g1.fencing_token(), g2.fencing_token());
     assert!(other.try_acquire("k", &opts).await.unwrap().is_none());
     g2.release().await.unwrap();
-    assert!(other.try_acquire("k", &opts).await.unwrap().is_none(), "one hold is left");
+    assert!(
+        other.try_acquire("k", &opts).await.unwrap().is_none(),
+        "one hold is left"
+    );
     let first = g1.fencing_token();
     g1.release().await.unwrap();
-    let g3 = other.try_acquire("k", &opts).await.unwrap().expect("free after the last hold");
+    let g3 = other
+        .try_acquire("k", &opts)
+        .await
+        .unwrap()
+        .expect("free after the last hold");
     assert!(g3.fencing_token() > first);
 }
 
@@ -119,7 +131,9 @@ async fn try_acquire_never_waits(fx: Fixture) {
     // a different key is independent
     assert!(m.try_acquire("u", &opts).await.unwrap().is_some());
     drop(held);
-    let again = m.acquire("t", &opts.wait_timeout(Duration::from_secs(10))).await;
+    let again = m
+        .acquire("t", &opts.wait_timeout(Duration::from_secs(10)))
+        .await;
     assert!(again.is_ok(), "a dropped guard frees the lock: {again:?}");
 }
 
@@ -128,12 +142,24 @@ async fn wait_timeout_is_honoured(fx: Fixture) {
     let _held = m.acquire("w", &LockOptions::exclusive()).await.unwrap();
     let started = Instant::now();
     let waited = m
-        .acquire("w", &LockOptions::exclusive().wait_timeout(Duration::from_millis(300)))
+        .acquire(
+            "w",
+            &LockOptions::exclusive().wait_timeout(Duration::from_millis(300)),
+        )
         .await;
     let elapsed = started.elapsed();
-    assert!(matches!(waited, Err(LockError::Timeout { ref key, .. }) if key == "w"), "{waited:?}");
-    assert!(elapsed >= Duration::from_millis(300), "gave up early: {elapsed:?}");
-    assert!(elapsed < Duration::from_secs(3), "waited past its timeout: {elapsed:?}");
+    assert!(
+        matches!(waited, Err(LockError::Timeout { ref key, .. }) if key == "w"),
+        "{waited:?}"
+    );
+    assert!(
+        elapsed >= Duration::from_millis(300),
+        "gave up early: {elapsed:?}"
+    );
+    assert!(
+        elapsed < Duration::from_secs(3),
+        "waited past its timeout: {elapsed:?}"
+    );
     assert_eq!(m.waiting(), 0);
 }
 
@@ -146,12 +172,17 @@ async fn leaked_fixed_lease_guard_frees_the_lock(fx: Fixture) {
     std::mem::forget(guard); // never released
     let started = Instant::now();
     let next = other
-        .acquire("leak", &LockOptions::exclusive().wait_timeout(Duration::from_secs(10)))
+        .acquire(
+            "leak",
+            &LockOptions::exclusive().wait_timeout(Duration::from_secs(10)),
+        )
         .await
         .expect("the lease runs out");
     assert!(started.elapsed() < Duration::from_secs(5));
     assert!(info.is_lost());
-    tokio::time::timeout(Duration::from_secs(1), info.lost()).await.expect("lost() resolves");
+    tokio::time::timeout(Duration::from_secs(1), info.lost())
+        .await
+        .expect("lost() resolves");
     assert!(next.fencing_token() > info.fencing_token());
 }
 
@@ -177,29 +208,57 @@ async fn fencing_tokens_strictly_increase(fx: Fixture) {
     let managers = [fx.manager().await, fx.manager().await];
     let mut last = 0;
     for i in 0..50 {
-        let g = managers[i % 2].acquire("fence", &LockOptions::exclusive()).await.unwrap();
-        assert!(g.fencing_token() > last, "token went back: {} after {last}", g.fencing_token());
+        let g = managers[i % 2]
+            .acquire("fence", &LockOptions::exclusive())
+            .await
+            .unwrap();
+        assert!(
+            g.fencing_token() > last,
+            "token went back: {} after {last}",
+            g.fencing_token()
+        );
         last = g.fencing_token();
         g.release().await.unwrap();
     }
     if let Fixture::Redis(server) = &fx {
         // the counter expires when the lock idles; the server clock keeps tokens rising
         let keys = server.cmd(&["KEYS", "*fence*"]).as_strings().unwrap();
-        assert_eq!(keys, vec!["{tower-lock:fence}:f".to_owned()], "only the counter remains");
-        assert!(server.cmd(&["PTTL", &keys[0]]).as_int().unwrap() > 0, "the counter expires");
+        assert_eq!(
+            keys,
+            vec!["{tower-lock:fence}:f".to_owned()],
+            "only the counter remains"
+        );
+        assert!(
+            server.cmd(&["PTTL", &keys[0]]).as_int().unwrap() > 0,
+            "the counter expires"
+        );
         server.cmd(&["DEL", &keys[0]]);
-        let g = managers[0].acquire("fence", &LockOptions::exclusive()).await.unwrap();
-        assert!(g.fencing_token() > last, "token went back after the counter expired");
+        let g = managers[0]
+            .acquire("fence", &LockOptions::exclusive())
+            .await
+            .unwrap();
+        assert!(
+            g.fencing_token() > last,
+            "token went back after the counter expired"
+        );
     }
 }
 
 async fn dropped_waiting_future_leaves_nothing_behind(fx: Fixture) {
     let m = fx.manager().await;
     let other = fx.manager().await;
-    let held = m.acquire("cancel", &LockOptions::exclusive()).await.unwrap();
+    let held = m
+        .acquire("cancel", &LockOptions::exclusive())
+        .await
+        .unwrap();
     let waiting = {
         let other = other.clone();
-        tokio::spawn(async move { other.acquire("cancel", &LockOptions::exclusive()).await.map(drop) })
+        tokio::spawn(async move {
+            other
+                .acquire("cancel", &LockOptions::exclusive())
+                .await
+                .map(drop)
+        })
     };
     wait_for(|| waiting_total(&fx, &m) >= 1).await;
     waiting.abort();
@@ -213,7 +272,11 @@ async fn dropped_waiting_future_leaves_nothing_behind(fx: Fixture) {
         assert!(gone, "the waiter record was left behind");
     }
     held.release().await.unwrap();
-    assert!(other.try_acquire("cancel", &LockOptions::exclusive()).await.unwrap().is_some());
+    assert!(other
+        .try_acquire("cancel", &LockOptions::exclusive())
+        .await
+        .unwrap()
+        .is_some());
 }
 
 async fn cancelled_waiter_passes_its_wake_up_on(fx: Fixture) {
@@ -239,20 +302,38 @@ async fn cancelled_waiter_passes_its_wake_up_on(fx: Fixture) {
     for t in tasks {
         t.await.unwrap();
     }
-    assert!(acquired.load(Ordering::SeqCst) >= 20, "every patient waiter got the lock");
-    assert!(started.elapsed() < Duration::from_secs(15), "a waiter slept until expiry");
+    assert!(
+        acquired.load(Ordering::SeqCst) >= 20,
+        "every patient waiter got the lock"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "a waiter slept until expiry"
+    );
 }
 
 async fn invalid_keys_are_rejected(fx: Fixture) {
     let m = fx.manager().await;
     let err = m.acquire("", &LockOptions::exclusive()).await.unwrap_err();
-    assert!(matches!(err, LockError::InvalidKey(KeyError::Empty)), "{err:?}");
+    assert!(
+        matches!(err, LockError::InvalidKey(KeyError::Empty)),
+        "{err:?}"
+    );
     let long = "k".repeat(tower_lock::key::MAX_KEY_LEN + 1);
-    let err = m.try_acquire(&long, &LockOptions::exclusive()).await.unwrap_err();
-    assert!(matches!(err, LockError::InvalidKey(KeyError::TooLong { .. })), "{err:?}");
+    let err = m
+        .try_acquire(&long, &LockOptions::exclusive())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, LockError::InvalidKey(KeyError::TooLong { .. })),
+        "{err:?}"
+    );
     // awkward but valid names work and stay apart
     let a = m.acquire("a:{b}", &LockOptions::exclusive()).await.unwrap();
-    let b = m.try_acquire("a%3A%7Bb%7D", &LockOptions::exclusive()).await.unwrap();
+    let b = m
+        .try_acquire("a%3A%7Bb%7D", &LockOptions::exclusive())
+        .await
+        .unwrap();
     assert!(b.is_some(), "an escaped-looking name is a different lock");
     drop(a);
 }

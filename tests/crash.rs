@@ -27,8 +27,16 @@ fn main() {
 
 /// The child: take the lock, say so, and hold it (renewing) until killed.
 async fn hold_until_killed(url: &str) {
-    let m = LockManager::builder().redis(url).lease(LEASE).build().await.expect("child manager");
-    let _guard = m.acquire("crash", &LockOptions::exclusive()).await.expect("child acquire");
+    let m = LockManager::builder()
+        .redis(url)
+        .lease(LEASE)
+        .build()
+        .await
+        .expect("child manager");
+    let _guard = m
+        .acquire("crash", &LockOptions::exclusive())
+        .await
+        .expect("child acquire");
     println!("HELD");
     // Exit when the parent goes away (its end of stdin closes), so a failed test leaves no holder.
     let _ = tokio::task::spawn_blocking(|| std::io::stdin().read_line(&mut String::new())).await;
@@ -45,20 +53,32 @@ async fn holder_killed_frees_the_lock_after_its_lease() {
         .expect("spawn the holder process");
     let mut line = String::new();
     let stdout = child.stdout.take().expect("child stdout");
-    BufReader::new(stdout).read_line(&mut line).expect("read child");
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read child");
     assert_eq!(line.trim(), "HELD");
 
     let m = LockManager::redis(&server.url()).await.expect("manager");
     // the child's watchdog keeps the lock for several leases while it lives
     tokio::time::sleep(LEASE * 2).await;
-    assert!(m.try_acquire("crash", &LockOptions::exclusive()).await.unwrap().is_none());
+    assert!(m
+        .try_acquire("crash", &LockOptions::exclusive())
+        .await
+        .unwrap()
+        .is_none());
 
     child.kill().expect("SIGKILL the holder");
     child.wait().expect("reap");
     let killed = Instant::now();
     let opts = LockOptions::exclusive().wait_timeout(Duration::from_secs(10));
-    let guard = m.acquire("crash", &opts).await.expect("the dead holder's lease runs out");
+    let guard = m
+        .acquire("crash", &opts)
+        .await
+        .expect("the dead holder's lease runs out");
     let waited = killed.elapsed();
-    assert!(waited <= LEASE + Duration::from_millis(1500), "freed after {waited:?}");
+    assert!(
+        waited <= LEASE + Duration::from_millis(1500),
+        "freed after {waited:?}"
+    );
     guard.release().await.unwrap();
 }

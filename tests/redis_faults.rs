@@ -24,7 +24,10 @@ async fn manager_with_lease(server: &RedisServer, lease: Duration) -> LockManage
 async fn lost_fires_when_the_lock_is_deleted_behind_the_holder() {
     let server = RedisServer::start();
     let m = manager_with_lease(&server, Duration::from_millis(600)).await;
-    let guard = m.acquire("victim", &LockOptions::exclusive()).await.unwrap();
+    let guard = m
+        .acquire("victim", &LockOptions::exclusive())
+        .await
+        .unwrap();
     assert!(!guard.is_lost());
     server.cmd(&["DEL", "{tower-lock:victim}"]);
     tokio::time::timeout(Duration::from_secs(3), guard.lost())
@@ -33,7 +36,10 @@ async fn lost_fires_when_the_lock_is_deleted_behind_the_holder() {
     assert!(guard.is_lost());
     assert_eq!(m.held(), 0, "a lost lease is not renewed any more");
     let err = guard.release().await.unwrap_err();
-    assert!(matches!(err, LockError::NotHeld { ref key } if key == "victim"), "{err:?}");
+    assert!(
+        matches!(err, LockError::NotHeld { ref key } if key == "victim"),
+        "{err:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -47,27 +53,46 @@ async fn watchdog_keeps_leases_alive_and_stops_after_release() {
     for g in &guards {
         assert!(!g.is_lost());
     }
-    assert!(other.try_acquire("many:7", &LockOptions::exclusive()).await.unwrap().is_none());
+    assert!(other
+        .try_acquire("many:7", &LockOptions::exclusive())
+        .await
+        .unwrap()
+        .is_none());
     // 200 leases, batched: a handful of script calls per period, not 200
     let before = server.command_calls("evalsha");
     tokio::time::sleep(lease).await;
     let per_period = server.command_calls("evalsha") - before;
-    assert!(per_period <= 4, "{per_period} renewal calls in one lease period for 200 locks");
+    assert!(
+        per_period <= 4,
+        "{per_period} renewal calls in one lease period for 200 locks"
+    );
     drop(guards);
     let released = support::wait_until(Duration::from_secs(5), || {
-        server.cmd(&["KEYS", "{tower-lock:many*}"]).as_array().map_or(0, |k| k.len()) == 0
+        server
+            .cmd(&["KEYS", "{tower-lock:many*}"])
+            .as_array()
+            .map_or(0, |k| k.len())
+            == 0
     });
     assert!(released, "dropped guards are released in the background");
     assert_eq!(m.held(), 0);
     let before = server.command_calls("evalsha");
     tokio::time::sleep(lease * 2).await;
-    assert_eq!(server.command_calls("evalsha"), before, "nothing renewed after release");
+    assert_eq!(
+        server.command_calls("evalsha"),
+        before,
+        "nothing renewed after release"
+    );
 }
 
 async fn futures_join(m: &LockManager, n: usize) -> Vec<tower_lock::LockGuard> {
     let mut guards = Vec::new();
     for i in 0..n {
-        guards.push(m.acquire(&format!("many:{i}"), &LockOptions::exclusive()).await.unwrap());
+        guards.push(
+            m.acquire(&format!("many:{i}"), &LockOptions::exclusive())
+                .await
+                .unwrap(),
+        );
     }
     guards
 }
@@ -89,15 +114,33 @@ async fn lease_is_lost_when_redis_is_gone_for_a_whole_lease() {
 async fn redis_down_is_an_error_not_a_hang_and_recovers_after_restart() {
     let mut server = RedisServer::start();
     let m = manager_with_lease(&server, Duration::from_secs(5)).await;
-    m.acquire("up", &LockOptions::exclusive()).await.unwrap().release().await.unwrap();
+    m.acquire("up", &LockOptions::exclusive())
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
     server.kill();
     let started = Instant::now();
-    let err = m.acquire("up", &LockOptions::exclusive()).await.unwrap_err();
+    let err = m
+        .acquire("up", &LockOptions::exclusive())
+        .await
+        .unwrap_err();
     assert!(err.is_unavailable(), "{err:?}");
     assert_eq!(err.key(), Some("up"));
-    let err = m.try_acquire("up", &LockOptions::exclusive()).await.unwrap_err();
-    assert!(err.is_unavailable(), "try_acquire must not say 'busy' when Redis is down: {err:?}");
-    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+    let err = m
+        .try_acquire("up", &LockOptions::exclusive())
+        .await
+        .unwrap_err();
+    assert!(
+        err.is_unavailable(),
+        "try_acquire must not say 'busy' when Redis is down: {err:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
 
     server.restart();
     let recovered = async {
@@ -108,7 +151,9 @@ async fn redis_down_is_an_error_not_a_hang_and_recovers_after_restart() {
             }
         }
     };
-    let g = tokio::time::timeout(Duration::from_secs(10), recovered).await.expect("recovers");
+    let g = tokio::time::timeout(Duration::from_secs(10), recovered)
+        .await
+        .expect("recovers");
     g.release().await.unwrap();
 }
 
@@ -116,10 +161,18 @@ async fn redis_down_is_an_error_not_a_hang_and_recovers_after_restart() {
 async fn frozen_redis_fails_within_the_command_timeout() {
     let server = RedisServer::start();
     let m = manager_with_lease(&server, Duration::from_secs(5)).await;
-    m.acquire("ice", &LockOptions::exclusive()).await.unwrap().release().await.unwrap();
+    m.acquire("ice", &LockOptions::exclusive())
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
     server.stop_process();
     let started = Instant::now();
-    let err = m.acquire("ice", &LockOptions::exclusive()).await.unwrap_err();
+    let err = m
+        .acquire("ice", &LockOptions::exclusive())
+        .await
+        .unwrap_err();
     let elapsed = started.elapsed();
     server.continue_process();
     assert!(err.is_unavailable(), "{err:?}");
@@ -151,14 +204,20 @@ async fn waiters_survive_a_killed_pubsub_connection() {
     let server = RedisServer::start();
     let holder = manager_with_lease(&server, Duration::from_secs(30)).await;
     let m = manager_with_lease(&server, Duration::from_secs(30)).await;
-    let held = holder.acquire("hot", &LockOptions::exclusive()).await.unwrap();
+    let held = holder
+        .acquire("hot", &LockOptions::exclusive())
+        .await
+        .unwrap();
     let acquired = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..100 {
         let (m, acquired) = (m.clone(), acquired.clone());
         tasks.push(tokio::spawn(async move {
             let opts = LockOptions::exclusive().wait_timeout(Duration::from_secs(20));
-            let g = m.acquire("hot", &opts).await.expect("acquire after the inbox came back");
+            let g = m
+                .acquire("hot", &opts)
+                .await
+                .expect("acquire after the inbox came back");
             acquired.fetch_add(1, Ordering::SeqCst);
             g.release().await.unwrap();
         }));
@@ -172,7 +231,10 @@ async fn waiters_survive_a_killed_pubsub_connection() {
         t.await.unwrap();
     }
     assert_eq!(acquired.load(Ordering::SeqCst), 100);
-    assert!(started.elapsed() < Duration::from_secs(15), "waiters slept until expiry");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "waiters slept until expiry"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -182,7 +244,12 @@ async fn a_thousand_waiters_share_one_connection_and_do_not_poll() {
     let m = manager_with_lease(&server, Duration::from_secs(30)).await;
     let mut held = Vec::new();
     for k in 0..100 {
-        held.push(holder.acquire(&format!("key:{k}"), &LockOptions::exclusive()).await.unwrap());
+        held.push(
+            holder
+                .acquire(&format!("key:{k}"), &LockOptions::exclusive())
+                .await
+                .unwrap(),
+        );
     }
     let acquired = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
@@ -190,7 +257,10 @@ async fn a_thousand_waiters_share_one_connection_and_do_not_poll() {
         let (m, acquired) = (m.clone(), acquired.clone());
         tasks.push(tokio::spawn(async move {
             let opts = LockOptions::exclusive().wait_timeout(Duration::from_secs(60));
-            let g = m.acquire(&format!("key:{}", i % 100), &opts).await.expect("acquire");
+            let g = m
+                .acquire(&format!("key:{}", i % 100), &opts)
+                .await
+                .expect("acquire");
             acquired.fetch_add(1, Ordering::SeqCst);
             drop(g);
         }));

@@ -103,7 +103,10 @@ impl WaitTicket {
 
 impl Drop for WaitTicket {
     fn drop(&mut self) {
-        let departure = self.shared.waiters.leave(&self.id, &self.waiter, self.acquired);
+        let departure = self
+            .shared
+            .waiters
+            .leave(&self.id, &self.waiter, self.acquired);
         // On success the acquire script already updated the backend's record of waiting managers.
         if self.acquired || !(departure.last || departure.pass_on) {
             return;
@@ -177,7 +180,9 @@ impl Shared {
                     let Some(ticket) = ticket.as_ref() else {
                         return Ok(None);
                     };
-                    let ttl = ttl.unwrap_or(UNKNOWN_TTL_RETRY).max(Duration::from_millis(1));
+                    let ttl = ttl
+                        .unwrap_or(UNKNOWN_TTL_RETRY)
+                        .max(Duration::from_millis(1));
                     let mut until = Instant::now() + ttl;
                     if let Some(deadline) = deadline {
                         until = until.min(deadline);
@@ -214,14 +219,16 @@ impl Shared {
             };
             backend.try_acquire(&req).await
         });
-        let undo: Undo<_> = Box::new(move |out: Result<Attempt, BoxError>| -> Option<BoxFuture<()>> {
-            match out {
-                Ok(Attempt::Acquired { .. }) => Some(Box::pin(async move {
-                    let _ = undo_backend.release(&undo_id, &undo_owner).await;
-                })),
-                _ => None,
-            }
-        });
+        let undo: Undo<_> = Box::new(
+            move |out: Result<Attempt, BoxError>| -> Option<BoxFuture<()>> {
+                match out {
+                    Ok(Attempt::Acquired { .. }) => Some(Box::pin(async move {
+                        let _ = undo_backend.release(&undo_id, &undo_owner).await;
+                    })),
+                    _ => None,
+                }
+            },
+        );
         MustComplete::new(call, self).with_undo(undo)
     }
 }

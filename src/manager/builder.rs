@@ -120,14 +120,19 @@ impl LockManagerBuilder {
             #[cfg(feature = "redis")]
             Target::RedisUrl(ref url) => {
                 let client = open(url)?;
-                let connector = crate::backend::redis::Connector::new(client.clone(), self.command_timeout);
-                let pool = crate::backend::redis::CommandPool::own(connector, self.pool_size, self.command_timeout);
+                let connector =
+                    crate::backend::redis::Connector::new(client.clone(), self.command_timeout);
+                let pool = crate::backend::redis::CommandPool::own(
+                    connector,
+                    self.pool_size,
+                    self.command_timeout,
+                );
                 self.build_redis(client, pool).await
             }
             #[cfg(feature = "redis")]
             Target::RedisPool(ref pool, ref url) => {
                 let client = open(url)?;
-                let pool = crate::backend::redis::CommandPool::User(pool.clone());
+                let pool = crate::backend::redis::CommandPool::user(pool.clone());
                 self.build_redis(client, pool).await
             }
         }
@@ -150,15 +155,24 @@ impl LockManagerBuilder {
             .subscribe()
             .await
             .map_err(|err| LockError::unavailable("", err))?;
-        let redis = Arc::new(RedisBackend::new(pool, keys, id.clone(), self.command_timeout));
+        let redis = Arc::new(RedisBackend::new(
+            pool,
+            keys,
+            id.clone(),
+            self.command_timeout,
+        ));
         let backend = Arc::new(Backend::Redis(redis));
         let waiters = Arc::new(WaitRegistry::default());
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        let (shared, chores) = Shared::new(backend.clone(), waiters.clone(), self.lease, id, Some(stop));
+        let (shared, chores) =
+            Shared::new(backend.clone(), waiters.clone(), self.lease, id, Some(stop));
         // A wake-up that no local waiter could take is passed on to the next waiting manager.
         let unclaimed = move |lock: crate::waiters::LockId| {
             let backend = backend.clone();
-            let departure = crate::waiters::Departure { last: true, pass_on: true };
+            let departure = crate::waiters::Departure {
+                last: true,
+                pass_on: true,
+            };
             let _ = chores.send(Box::pin(async move {
                 let _ = backend.abandon(&lock, departure).await;
             }));

@@ -19,8 +19,8 @@ use crate::backend::Backend;
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::options::LockOptions;
-use crate::watchdog::{Chore, Leases, Watchdog};
 use crate::waiters::WaitRegistry;
+use crate::watchdog::{Chore, Leases, Watchdog};
 
 /// The default watchdog lease.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
@@ -210,7 +210,11 @@ pub struct LockOwner {
 impl LockOwner {
     /// Wait for the lock `key` and hold it; re-enters a lock this owner already holds.
     pub async fn acquire(&self, key: &str, opts: &LockOptions) -> Result<LockGuard, LockError> {
-        let guard = self.manager.shared.acquire(key, opts, &self.id, true).await?;
+        let guard = self
+            .manager
+            .shared
+            .acquire(key, opts, &self.id, true)
+            .await?;
         guard.ok_or_else(|| LockError::Timeout {
             key: key.to_owned(),
             waited: Duration::ZERO,
@@ -224,7 +228,10 @@ impl LockOwner {
         key: &str,
         opts: &LockOptions,
     ) -> Result<Option<LockGuard>, LockError> {
-        self.manager.shared.acquire(key, opts, &self.id, false).await
+        self.manager
+            .shared
+            .acquire(key, opts, &self.id, false)
+            .await
     }
 
     /// The manager this owner belongs to.

@@ -383,7 +383,8 @@ fn spawn_server(port: u16, dir: &Path) -> Result<Child, SpawnError> {
         match child.try_wait() {
             Ok(Some(status)) => {
                 let log = logs();
-                let msg = format!("redis-server on port {port} exited during startup ({status})\n{log}");
+                let msg =
+                    format!("redis-server on port {port} exited during startup ({status})\n{log}");
                 return Err(if log.contains("Address already in use") {
                     SpawnError::PortBusy(msg)
                 } else {
@@ -394,7 +395,9 @@ fn spawn_server(port: u16, dir: &Path) -> Result<Child, SpawnError> {
             Err(e) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(SpawnError::Failed(format!("try_wait on redis-server failed: {e}")));
+                return Err(SpawnError::Failed(format!(
+                    "try_wait on redis-server failed: {e}"
+                )));
             }
         }
         if probe(port, pid) {
@@ -420,7 +423,9 @@ fn spawn_on_port_retrying(port: u16, dir: &Path) -> Result<Child, String> {
             Ok(child) => return Ok(child),
             Err(SpawnError::PortBusy(msg)) => {
                 if Instant::now() >= deadline {
-                    return Err(format!("port {port} stayed busy for {PORT_BUSY_RETRY:?}: {msg}"));
+                    return Err(format!(
+                        "port {port} stayed busy for {PORT_BUSY_RETRY:?}: {msg}"
+                    ));
                 }
                 thread::sleep(Duration::from_millis(100));
             }
@@ -541,7 +546,10 @@ impl RedisServer {
     fn signal(&self, sig: &str) {
         let guard = lock(&self.child);
         let child = guard.as_ref().unwrap_or_else(|| {
-            panic!("support: cannot send {sig} to redis-server on port {}: not running", self.port)
+            panic!(
+                "support: cannot send {sig} to redis-server on port {}: not running",
+                self.port
+            )
         });
         // The child is not reaped while we hold it, so its pid cannot be reused.
         let status = Command::new("kill")
@@ -551,7 +559,11 @@ impl RedisServer {
             .stdout(Stdio::null())
             .status()
             .unwrap_or_else(|e| panic!("support: failed to run `kill -{sig}`: {e}"));
-        assert!(status.success(), "support: `kill -{sig} {}` failed: {status}", child.id());
+        assert!(
+            status.success(),
+            "support: `kill -{sig} {}` failed: {status}",
+            child.id()
+        );
     }
 
     /// Freezes the server with SIGSTOP (connections stay open, nothing is
@@ -595,7 +607,10 @@ impl RedisServer {
     /// the server is down or frozen (read timeout 5 s).
     pub fn cmd(&self, args: &[&str]) -> Reply {
         self.try_cmd(args).unwrap_or_else(|e| {
-            panic!("support: redis command {args:?} on port {} failed: {e}", self.port)
+            panic!(
+                "support: redis command {args:?} on port {} failed: {e}",
+                self.port
+            )
         })
     }
 
@@ -606,9 +621,8 @@ impl RedisServer {
 
     /// Like [`cmd`](Self::cmd) with binary-safe arguments.
     pub fn cmd_bytes(&self, args: &[&[u8]]) -> Reply {
-        redis_cmd_bytes(self.port, args).unwrap_or_else(|e| {
-            panic!("support: redis command on port {} failed: {e}", self.port)
-        })
+        redis_cmd_bytes(self.port, args)
+            .unwrap_or_else(|e| panic!("support: redis command on port {} failed: {e}", self.port))
     }
 
     /// The text of `INFO <section>`. Panics if the reply is not a string.

@@ -82,7 +82,10 @@ mod tests {
         // escaping is injective: the escape character itself is escaped
         assert_ne!(ks.lock("a:b"), ks.lock("a%3Ab"));
         // a namespace cannot be confused with a prefix of a name
-        assert_ne!(KeySpace::new("a:b").lock("c"), KeySpace::new("a").lock("b:c"));
+        assert_ne!(
+            KeySpace::new("a:b").lock("c"),
+            KeySpace::new("a").lock("b:c")
+        );
         // every key of the lock has one hash tag: the first {...}
         let lock = ks.lock("x{y}");
         assert_eq!(lock.matches('{').count(), 1);

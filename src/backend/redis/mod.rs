@@ -13,8 +13,8 @@ use redis::{FromRedisValue, ScriptInvocation};
 
 pub(crate) use inbox::Inbox;
 pub(crate) use keys::KeySpace;
-pub(crate) use pool::{CommandPool, Connector};
 pub use pool::RedisPool;
+pub(crate) use pool::{CommandPool, Connector};
 
 use super::{AcquireRequest, Attempt, HeldLock, Released};
 use crate::error::BoxError;
@@ -39,12 +39,24 @@ fn flag(b: bool) -> &'static str {
     }
 }
 
+/// Which pooled connection carries the commands of lock `id` (FNV-1a of its name).
+fn slot_hint(id: &str) -> u64 {
+    id.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 impl RedisBackend {
-    pub(crate) fn new(pool: CommandPool, keys: KeySpace, manager_id: Arc<str>, timeout: Duration) -> Self {
+    pub(crate) fn new(
+        pool: CommandPool,
+        keys: KeySpace,
+        manager_id: Arc<str>,
+        timeout: Duration,
+    ) -> Self {
         let inbox_prefix = keys.inbox_prefix();
         RedisBackend {
             pool,
@@ -60,13 +72,18 @@ impl RedisBackend {
     }
 
     /// Run one script call, bounded by the command timeout.
-    async fn invoke<T: FromRedisValue>(&self, call: &ScriptInvocation<'_>) -> Result<T, BoxError> {
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        let too_slow = || -> BoxError { format!("Redis did not answer within {:?}", self.timeout).into() };
-        let (mut conn, broken) = tokio::time::timeout_at(deadline, self.pool.conn())
-            .await
-            .map_err(|_| too_slow())??;
-        match tokio::time::timeout_at(deadline, call.invoke_async::<T>(&mut conn)).await {
+    /// `hint` picks the connection: the same lock always uses the same one, so its commands from
+    /// this process reach Redis in the order they were sent.
+    async fn invoke<T: FromRedisValue>(
+        &self,
+        hint: u64,
+        call: &ScriptInvocation<'_>,
+    ) -> Result<T, BoxError> {
+        let too_slow =
+            || -> BoxError { format!("Redis did not answer within {:?}", self.timeout).into() };
+        // Checking out a fresh connection is bounded by bb8's own connection timeout.
+        let (mut conn, broken) = self.pool.conn(hint).await?;
+        match tokio::time::timeout(self.timeout, call.invoke_async::<T>(&mut conn)).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(err)) => {
                 broken.check(&err);
@@ -89,7 +106,7 @@ impl RedisBackend {
             .arg(&*self.manager_id)
             .arg(flag(req.will_wait))
             .arg(flag(req.others_waiting));
-        let (acquired, value): (i64, i64) = self.invoke(&call).await?;
+        let (acquired, value): (i64, i64) = self.invoke(slot_hint(req.id), &call).await?;
         Ok(if acquired == 1 {
             Attempt::Acquired {
                 token: u64::try_from(value).unwrap_or(0),
@@ -107,7 +124,7 @@ impl RedisBackend {
             .key(keys::waiters(id))
             .arg(owner)
             .arg(&self.inbox_prefix);
-        let left: i64 = self.invoke(&call).await?;
+        let left: i64 = self.invoke(slot_hint(id), &call).await?;
         Ok(match left {
             l if l < 0 => Released::NotHeld,
             0 => Released::Freed,
@@ -115,13 +132,18 @@ impl RedisBackend {
         })
     }
 
-    pub(crate) async fn renew(&self, batch: &[HeldLock], lease: Duration) -> Result<Vec<bool>, BoxError> {
+    pub(crate) async fn renew(
+        &self,
+        batch: &[HeldLock],
+        lease: Duration,
+    ) -> Result<Vec<bool>, BoxError> {
         let mut call = scripts::RENEW.prepare_invoke();
         call.arg(millis(lease));
         for lock in batch {
             call.key(&*lock.id).arg(&*lock.owner);
         }
-        let renewed: Vec<i64> = self.invoke(&call).await?;
+        let hint = batch.first().map_or(0, |lock| slot_hint(&lock.id));
+        let renewed: Vec<i64> = self.invoke(hint, &call).await?;
         Ok(renewed.into_iter().map(|r| r == 1).collect())
     }
 
@@ -133,6 +155,6 @@ impl RedisBackend {
             .arg(flag(departure.last))
             .arg(flag(departure.pass_on))
             .arg(&self.inbox_prefix);
-        self.invoke::<i64>(&call).await.map(drop)
+        self.invoke::<i64>(slot_hint(id), &call).await.map(drop)
     }
 }

@@ -1,9 +1,11 @@
-//! The command pool: bb8 over multiplexed connections. A checked-out connection is cloned and given
-//! back at once, so any number of commands share the pool's connections in flight (pipelined), and
-//! checkout costs no PING. A connection that failed is marked broken and bb8 replaces it.
+//! The command pool: bb8 over multiplexed connections. Each of a few slots keeps one connection
+//! checked out of bb8; a command picks its slot by lock, so any number of commands share the
+//! connections in flight (pipelined), commands on one lock stay in order on one connection, and the
+//! hot path takes no bb8 checkout (no PING, no timer). A connection that failed is marked broken:
+//! its slot gives it back to bb8, which discards it, and checks out a fresh one.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
@@ -23,9 +25,11 @@ pub(crate) struct Connector {
 
 impl Connector {
     pub(crate) fn new(client: Client, timeout: Duration) -> Self {
+        // No response timeout here: the backend bounds every command itself, and a second timer
+        // per command would cost a wake-up of the runtime's timer driver.
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout));
+            .set_response_timeout(None);
         Connector { client, config }
     }
 }
@@ -83,11 +87,22 @@ impl BrokenFlag {
     }
 }
 
-/// Our own pool, or one the user built.
+/// Where connections come from: our own bb8 pool, or one the user built.
 #[derive(Debug)]
-pub(crate) enum CommandPool {
+enum Source {
     Own(bb8::Pool<Connector>),
     User(RedisPool),
+}
+
+type Slot = Mutex<Option<bb8::PooledConnection<'static, Connector>>>;
+
+/// The connections commands are sent on.
+#[derive(Debug)]
+pub(crate) struct CommandPool {
+    source: Source,
+    /// Connections kept checked out of our own pool (empty for a user's pool, which is used as its
+    /// owner configured it).
+    slots: Box<[Slot]>,
 }
 
 impl std::fmt::Debug for Tracked {
@@ -98,33 +113,64 @@ impl std::fmt::Debug for Tracked {
 
 impl CommandPool {
     pub(crate) fn own(connector: Connector, size: u32, timeout: Duration) -> Self {
+        let size = size.max(1);
         let pool = bb8::Pool::builder()
-            .max_size(size.max(1))
+            // room for every slot plus replacements being opened
+            .max_size(size * 2)
             .test_on_check_out(false)
             .connection_timeout(timeout)
             .retry_connection(false)
             .build_unchecked(connector);
-        CommandPool::Own(pool)
-    }
-
-    /// A connection to send on, and the flag to mark it broken.
-    pub(crate) async fn conn(&self) -> Result<(MultiplexedConnection, BrokenFlag), BoxError> {
-        match self {
-            CommandPool::Own(pool) => loop {
-                let pooled = pool.get().await.map_err(run_error)?;
-                // bb8 looks at `has_broken` when a connection comes back: returning this one
-                // discards it, and the next `get` opens a fresh one.
-                if pooled.broken.load(Ordering::Relaxed) {
-                    continue;
-                }
-                return Ok((pooled.conn.clone(), BrokenFlag(Some(pooled.broken.clone()))));
-            },
-            CommandPool::User(pool) => {
-                let pooled = pool.get().await.map_err(run_error)?;
-                Ok((pooled.clone(), BrokenFlag(None)))
-            }
+        CommandPool {
+            source: Source::Own(pool),
+            slots: (0..size).map(|_| Mutex::new(None)).collect(),
         }
     }
+
+    pub(crate) fn user(pool: RedisPool) -> Self {
+        CommandPool {
+            source: Source::User(pool),
+            slots: Box::new([]),
+        }
+    }
+
+    /// A connection to send on for the lock that hashes to `hint`, and the flag to mark it broken.
+    pub(crate) async fn conn(
+        &self,
+        hint: u64,
+    ) -> Result<(MultiplexedConnection, BrokenFlag), BoxError> {
+        let pool = match &self.source {
+            Source::Own(pool) => pool,
+            Source::User(pool) => {
+                let pooled = pool.get().await.map_err(run_error)?;
+                return Ok((pooled.clone(), BrokenFlag(None)));
+            }
+        };
+        let slot = &self.slots[(hint % self.slots.len() as u64) as usize];
+        if let Some(found) = checked_out(slot) {
+            return Ok(found);
+        }
+        let pooled = pool.get_owned().await.map_err(run_error)?;
+        let found = (pooled.conn.clone(), BrokenFlag(Some(pooled.broken.clone())));
+        // Replacing a broken connection returns it to bb8, which discards it (`has_broken`).
+        *lock(slot) = Some(pooled);
+        Ok(found)
+    }
+}
+
+fn lock(
+    slot: &Slot,
+) -> std::sync::MutexGuard<'_, Option<bb8::PooledConnection<'static, Connector>>> {
+    slot.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn checked_out(slot: &Slot) -> Option<(MultiplexedConnection, BrokenFlag)> {
+    let guard = lock(slot);
+    let pooled = guard.as_ref()?;
+    if pooled.broken.load(Ordering::Relaxed) {
+        return None;
+    }
+    Some((pooled.conn.clone(), BrokenFlag(Some(pooled.broken.clone()))))
 }
 
 fn run_error(err: bb8::RunError<RedisError>) -> BoxError {

@@ -1,0 +1,181 @@
+//! Lock latency against Redis, as ratios to Redis's PING round trip measured in the same run.
+//!
+//! ```text
+//! cargo run --release --example latency            # starts its own redis-server
+//! REDIS_URL=redis://127.0.0.1:6379 cargo run --release --example latency
+//! ```
+//!
+//! Prints medians and p99 of: PING round trip, uncontended acquire+release, exclusive hand-off
+//! (holder calls release -> another manager's waiting acquire returns), and the Redis commands one
+//! uncontended acquire+release costs.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use tower_lock::{LockManager, LockOptions};
+
+const SAMPLES: usize = 2000;
+const HANDOFFS: usize = 500;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let (url, _server) = match std::env::var("REDIS_URL") {
+        Ok(url) => (url, None),
+        Err(_) => {
+            let server = support::RedisServer::start();
+            (server.url(), Some(server))
+        }
+    };
+    let client = redis::Client::open(url.as_str())?;
+    let conn = client.get_multiplexed_async_connection().await?;
+    let m = LockManager::redis(&url).await?;
+    let other = LockManager::redis(&url).await?;
+    let opts = LockOptions::exclusive();
+
+    // PING and acquire+release alternate, so both see the same machine at the same moment.
+    let mut ping = Vec::with_capacity(SAMPLES);
+    let mut uncontended = Vec::with_capacity(SAMPLES);
+    let mut calls = 0;
+    for i in 0..SAMPLES + SAMPLES / 10 {
+        let p = time(ping_once(&conn)).await;
+        let before = if i == SAMPLES / 10 {
+            script_calls(&conn).await?
+        } else {
+            0
+        };
+        let u = time(async {
+            let g = m
+                .acquire("bench:uncontended", &opts)
+                .await
+                .expect("acquire");
+            g.release().await.expect("release");
+        })
+        .await;
+        if i == SAMPLES / 10 {
+            calls = script_calls(&conn).await? - before;
+        }
+        if i >= SAMPLES / 10 {
+            ping.push(p);
+            uncontended.push(u);
+        }
+    }
+
+    let (handoff, idle_ping) = handoffs(&m, &other, &conn).await;
+
+    let rtt = median(&ping);
+    println!("tower-lock latency, Redis at {url}, {SAMPLES} samples, {HANDOFFS} hand-offs");
+    println!(
+        "{:<44} {:>9} {:>9} {:>7} {:>8}",
+        "", "median", "p99", "xRTT", "p99xRTT"
+    );
+    for (name, s) in [
+        ("PING round trip (hot loop) = RTT", &ping),
+        ("uncontended acquire+release", &uncontended),
+        ("PING after 2 ms idle", &idle_ping),
+        ("exclusive hand-off (release -> acquire)", &handoff),
+    ] {
+        println!(
+            "{name:<44} {:>9.1?} {:>9.1?} {:>7.2} {:>8.2}",
+            median(s),
+            p99(s),
+            ratio(median(s), rtt),
+            ratio(p99(s), rtt),
+        );
+    }
+    println!(
+        "hand-off / PING after the same idle: {:.2}",
+        ratio(median(&handoff), median(&idle_ping))
+    );
+    println!("client commands (round trips) per uncontended acquire+release: {calls}");
+    Ok(())
+}
+
+async fn time(f: impl std::future::Future<Output = ()>) -> Duration {
+    let start = Instant::now();
+    f.await;
+    start.elapsed()
+}
+
+async fn ping_once(conn: &redis::aio::MultiplexedConnection) {
+    let mut conn = conn.clone();
+    let _: String = redis::cmd("PING")
+        .query_async(&mut conn)
+        .await
+        .expect("PING");
+}
+
+/// A waiter in `b` is queued behind a holder in `a`; after 2 ms idle, time a PING, idle 2 ms again,
+/// then time from the holder's release call to the waiter's acquire returning.
+async fn handoffs(
+    a: &LockManager,
+    b: &LockManager,
+    conn: &redis::aio::MultiplexedConnection,
+) -> (Vec<Duration>, Vec<Duration>) {
+    let opts = LockOptions::exclusive();
+    let (mut handoff, mut idle_ping) = (Vec::new(), Vec::new());
+    for _ in 0..HANDOFFS {
+        let held = a.acquire("bench:handoff", &opts).await.expect("holder");
+        let waiter = {
+            let b = b.clone();
+            tokio::spawn(async move {
+                let g = b.acquire("bench:handoff", &opts).await.expect("waiter");
+                let at = Instant::now();
+                g.release().await.expect("release");
+                at
+            })
+        };
+        while b.waiting() == 0 {
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        idle_ping.push(time(ping_once(conn)).await);
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let released = Instant::now();
+        held.release().await.expect("release");
+        let acquired = waiter.await.expect("waiter task");
+        handoff.push(acquired.duration_since(released));
+    }
+    (handoff, idle_ping)
+}
+
+/// Script calls (EVALSHA + EVAL) the server has run so far.
+async fn script_calls(conn: &redis::aio::MultiplexedConnection) -> redis::RedisResult<u64> {
+    let mut conn = conn.clone();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await?;
+    Ok(info
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum())
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64()
+}
+
+fn sorted(s: &[Duration]) -> Vec<Duration> {
+    let mut v = s.to_vec();
+    v.sort();
+    v
+}
+
+fn median(s: &[Duration]) -> Duration {
+    sorted(s)[s.len() / 2]
+}
+
+fn p99(s: &[Duration]) -> Duration {
+    let v = sorted(s);
+    v[(v.len() * 99 / 100).min(v.len() - 1)]
+}
