@@ -43,5 +43,8 @@ mod watchdog;
 pub use backend::redis::RedisPool;
 pub use error::{BoxError, KeyError, LockError};
 pub use guard::{LockGuard, LockInfo};
-pub use manager::{LockManager, LockManagerBuilder, LockOwner, DEFAULT_LEASE};
+pub use manager::{
+    LockManager, LockManagerBuilder, LockOwner, DEFAULT_COMMAND_TIMEOUT, DEFAULT_FAIR_EVICTION,
+    DEFAULT_LEASE,
+};
 pub use options::{Lease, LockOptions, Mode};

@@ -2,7 +2,8 @@
 //!
 //! A backend's wake-up ("lock K is free") is routed to ONE local waiter of K, in arrival order, so a
 //! release never wakes a herd. Waiters register *before* each attempt, so a wake-up that arrives while
-//! an attempt is in flight is kept (as a permit) rather than lost.
+//! an attempt is in flight is kept (as a permit) rather than lost. A fair lock's grant ("the lock is
+//! yours, token T") goes to the one waiter it names.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,7 +18,10 @@ pub(crate) type LockId = Arc<str>;
 #[derive(Debug)]
 pub(crate) struct Waiter {
     seq: u64,
+    owner: Arc<str>,
     woken: AtomicBool,
+    /// The fencing token of a fair grant (0: none).
+    granted: AtomicU64,
     notify: Notify,
 }
 
@@ -35,6 +39,14 @@ impl Waiter {
 
     fn has_unused_wake(&self) -> bool {
         self.woken.load(Ordering::SeqCst)
+    }
+
+    /// The token of a grant received for this waiter, if any.
+    pub(crate) fn grant(&self) -> Option<u64> {
+        match self.granted.load(Ordering::SeqCst) {
+            0 => None,
+            token => Some(token),
+        }
     }
 }
 
@@ -62,10 +74,12 @@ impl WaitRegistry {
     }
 
     /// Add a waiter for `id`, behind the ones already there.
-    pub(crate) fn register(&self, id: &LockId) -> Arc<Waiter> {
+    pub(crate) fn register(&self, id: &LockId, owner: &Arc<str>) -> Arc<Waiter> {
         let waiter = Arc::new(Waiter {
             seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
+            owner: owner.clone(),
             woken: AtomicBool::new(false),
+            granted: AtomicU64::new(0),
             notify: Notify::new(),
         });
         self.lock()
@@ -86,6 +100,28 @@ impl WaitRegistry {
             w.wake();
         }
         !queue.is_empty()
+    }
+
+    /// Hand a fair grant to the waiter of `id` owned by `owner`. Returns false when no such waiter
+    /// waits any more (the grant must then be passed on).
+    pub(crate) fn grant(&self, id: &str, owner: &str, token: u64) -> bool {
+        let map = self.lock();
+        let Some(waiter) = map
+            .get(id)
+            .and_then(|q| q.iter().find(|w| &*w.owner == owner))
+        else {
+            return false;
+        };
+        waiter.granted.store(token.max(1), Ordering::SeqCst);
+        waiter.wake();
+        true
+    }
+
+    /// Wake the waiters of `id` owned by `owner` (a heartbeat found them out of the queue).
+    pub(crate) fn wake_owner(&self, id: &str, owner: &str) {
+        if let Some(queue) = self.lock().get(id) {
+            queue.iter().filter(|w| &*w.owner == owner).for_each(|w| w.wake());
+        }
     }
 
     /// Wake every waiter (after the inbox reconnected: messages may have been lost).
@@ -143,8 +179,9 @@ mod tests {
     async fn a_wake_goes_to_one_waiter_in_order_and_survives_a_cancel() {
         let reg = WaitRegistry::default();
         let id: LockId = Arc::from("k");
-        let a = reg.register(&id);
-        let b = reg.register(&id);
+        let owner: Arc<str> = Arc::from("o");
+        let a = reg.register(&id, &owner);
+        let b = reg.register(&id, &owner);
         assert!(reg.wake_one("k"));
         assert!(a.has_unused_wake());
         assert!(!b.has_unused_wake());
@@ -177,7 +214,7 @@ mod tests {
     fn a_lone_cancelled_waiter_passes_its_wake_on() {
         let reg = WaitRegistry::default();
         let id: LockId = Arc::from("k");
-        let a = reg.register(&id);
+        let a = reg.register(&id, &Arc::from("o"));
         reg.wake_one("k");
         assert_eq!(
             reg.leave("k", &a, false),

@@ -1,6 +1,7 @@
 //! The watchdog: ONE task per manager. Every lease/3 it renews every held lease in batches (many locks
 //! per round trip). A renewal that finds a lock gone marks its guard lost at once; a lease that could
-//! not be renewed for a whole lease period is lost too. The same task runs the chores that must not
+//! not be renewed for a whole lease period is lost too. Every eviction/3 it heartbeats the requests
+//! queued for fair locks, so that only dead waiters are evicted. The same task runs the chores that must not
 //! block a `Drop`: background releases, and the rest of an operation whose caller went away.
 
 use std::collections::HashMap;
@@ -15,7 +16,7 @@ use tokio::time::MissedTickBehavior;
 
 use crate::backend::{Backend, HeldLock};
 use crate::guard::LostSignal;
-use crate::waiters::LockId;
+use crate::waiters::{LockId, WaitRegistry};
 
 /// How often the watchdog task wakes at the least (see `Watchdog::run`).
 const HEARTBEAT: Duration = Duration::from_millis(500);
@@ -115,12 +116,47 @@ impl Leases {
     }
 }
 
+/// The requests of this manager queued for fair locks, by (lock, owner).
+#[derive(Debug, Default)]
+pub(crate) struct Queued {
+    table: Mutex<HashMap<HeldLock, usize>>,
+}
+
+impl Queued {
+    fn table(&self) -> MutexGuard<'_, HashMap<HeldLock, usize>> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `waiter` joined its lock's queue: heartbeat it until [`Queued::remove`].
+    pub(crate) fn add(&self, waiter: &HeldLock) {
+        *self.table().entry(waiter.clone()).or_insert(0) += 1;
+    }
+
+    pub(crate) fn remove(&self, waiter: &HeldLock) {
+        let mut table = self.table();
+        if let Some(count) = table.get_mut(waiter) {
+            *count -= 1;
+            if *count == 0 {
+                table.remove(waiter);
+            }
+        }
+    }
+
+    fn snapshot(&self) -> Vec<HeldLock> {
+        self.table().keys().cloned().collect()
+    }
+}
+
 /// The watchdog task of one manager.
 #[derive(Debug)]
 pub(crate) struct Watchdog {
     pub(crate) backend: Arc<Backend>,
     pub(crate) leases: Arc<Leases>,
     pub(crate) lease: Duration,
+    pub(crate) queued: Arc<Queued>,
+    pub(crate) waiters: Arc<WaitRegistry>,
+    /// Fair waiters are heartbeat every eviction/3.
+    pub(crate) eviction: Duration,
     pub(crate) chores: mpsc::UnboundedReceiver<Chore>,
 }
 
@@ -135,10 +171,22 @@ impl Watchdog {
         // the driver always due soon, the per-command timeouts (further ahead) never cost a wake-up.
         let mut heartbeat = tokio::time::interval(HEARTBEAT);
         heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let beat = (self.eviction / 3).max(Duration::from_millis(1));
+        let mut beats = tokio::time::interval_at(tokio::time::Instant::now() + beat, beat);
+        beats.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut round: Option<Pin<Box<dyn Future<Output = ()> + Send>>> = None;
+        let mut beat_round: Option<Pin<Box<dyn Future<Output = ()> + Send>>> = None;
         loop {
             tokio::select! {
                 _ = heartbeat.tick() => {}
+                _ = beats.tick(), if beat_round.is_none() => {
+                    let (backend, queued, waiters) =
+                        (self.backend.clone(), self.queued.clone(), self.waiters.clone());
+                    beat_round = Some(Box::pin(heartbeat_all(backend, queued, waiters)));
+                }
+                _ = async { if let Some(r) = beat_round.as_mut() { r.await } }, if beat_round.is_some() => {
+                    beat_round = None;
+                }
                 chore = self.chores.recv() => match chore {
                     Some(chore) => { tokio::spawn(chore); }
                     None => return,
@@ -150,6 +198,28 @@ impl Watchdog {
                     round = None;
                 }
             }
+        }
+    }
+}
+
+/// One heartbeat round: every queued fair waiter, in batches. A waiter found out of its queue (granted
+/// while its message was lost, or evicted while Redis was out of reach) is woken to re-check.
+async fn heartbeat_all(backend: Arc<Backend>, queued: Arc<Queued>, waiters: Arc<WaitRegistry>) {
+    let all = queued.snapshot();
+    let batches = all.chunks(backend.renew_batch_size()).map(|batch| {
+        let backend = backend.clone();
+        async move { (batch, backend.heartbeat(batch).await) }
+    });
+    for (batch, result) in join_all(batches).await {
+        match result {
+            Ok(alive) => {
+                for (waiter, queued) in batch.iter().zip(alive) {
+                    if !queued {
+                        waiters.wake_owner(&waiter.id, &waiter.owner);
+                    }
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, waiters = batch.len(), "waiter heartbeat failed"),
         }
     }
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::error::BoxError;
 use crate::key::LockKey;
+use crate::options::Mode;
 use crate::waiters::{Departure, LockId};
 
 /// One attempt to take a lock.
@@ -22,6 +23,10 @@ pub(crate) struct AcquireRequest<'a> {
     pub(crate) will_wait: bool,
     /// Other requests of this process still wait for the same lock after this one.
     pub(crate) others_waiting: bool,
+    pub(crate) mode: Mode,
+    /// Fair mode: this owner already joined the lock's queue (a lock found held by it is its
+    /// grant, not a re-entry).
+    pub(crate) queued: bool,
 }
 
 /// The outcome of one attempt.
@@ -44,8 +49,9 @@ pub(crate) enum Released {
     NotHeld,
 }
 
-/// A lock held by one owner, as the watchdog renews it.
-#[derive(Debug, Clone)]
+/// A lock held by one owner (as the watchdog renews it), or a fair queue one owner waits in (as
+/// the watchdog heartbeats it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct HeldLock {
     pub(crate) id: LockId,
     pub(crate) owner: Arc<str>,
@@ -77,11 +83,19 @@ impl Backend {
         }
     }
 
-    pub(crate) async fn release(&self, id: &LockId, owner: &str) -> Result<Released, BoxError> {
+    pub(crate) async fn release(
+        &self,
+        id: &LockId,
+        owner: &str,
+        mode: Mode,
+    ) -> Result<Released, BoxError> {
         match self {
-            Backend::Memory(m) => Ok(m.release(id, owner)),
+            Backend::Memory(m) => Ok(m.release(id, owner, mode)),
             #[cfg(feature = "redis")]
-            Backend::Redis(r) => r.release(id, owner).await,
+            Backend::Redis(r) => match mode {
+                Mode::Fair => r.fair_release(id, owner).await,
+                _ => r.release(id, owner).await,
+            },
         }
     }
 
@@ -105,6 +119,34 @@ impl Backend {
             Backend::Memory(_) => Ok(()),
             #[cfg(feature = "redis")]
             Backend::Redis(r) => r.abandon(id, departure).await,
+        }
+    }
+
+    /// A fair waiter left the queue of `id`. With `grant` set, a grant made to it is passed on: any
+    /// grant (`Some(0)`), or only the one with that token.
+    pub(crate) async fn leave_queue(
+        &self,
+        id: &LockId,
+        owner: &str,
+        grant: Option<u64>,
+    ) -> Result<(), BoxError> {
+        match self {
+            Backend::Memory(m) => {
+                m.leave_queue(id, owner, grant);
+                Ok(())
+            }
+            #[cfg(feature = "redis")]
+            Backend::Redis(r) => r.leave_queue(id, owner, grant).await,
+        }
+    }
+
+    /// Push back the eviction deadline of queued fair waiters; one flag per waiter, false when it
+    /// is not queued any more (granted, or evicted).
+    pub(crate) async fn heartbeat(&self, batch: &[HeldLock]) -> Result<Vec<bool>, BoxError> {
+        match self {
+            Backend::Memory(m) => Ok(m.heartbeat(batch)),
+            #[cfg(feature = "redis")]
+            Backend::Redis(r) => r.heartbeat(batch).await,
         }
     }
 

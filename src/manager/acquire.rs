@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::{Held, Shared};
-use crate::backend::{AcquireRequest, Attempt};
+use crate::backend::{AcquireRequest, Attempt, HeldLock};
 use crate::error::{BoxError, LockError};
 use crate::guard::{LockGuard, LockInfo, LostSignal};
 use crate::key::LockKey;
@@ -82,16 +82,23 @@ impl<T: Send + 'static> Drop for MustComplete<T> {
 struct WaitTicket {
     shared: Arc<Shared>,
     id: LockId,
+    owner: Arc<str>,
+    mode: Mode,
     waiter: Arc<Waiter>,
+    /// Fair mode: joined the lock's queue (and the watchdog heartbeats it).
+    queued: bool,
     acquired: bool,
 }
 
 impl WaitTicket {
-    fn new(shared: &Arc<Shared>, id: &LockId) -> Self {
+    fn new(shared: &Arc<Shared>, id: &LockId, owner: &Arc<str>, mode: Mode) -> Self {
         WaitTicket {
             shared: shared.clone(),
             id: id.clone(),
-            waiter: shared.waiters.register(id),
+            owner: owner.clone(),
+            mode,
+            waiter: shared.waiters.register(id, owner),
+            queued: false,
             acquired: false,
         }
     }
@@ -99,26 +106,68 @@ impl WaitTicket {
     fn others_waiting(&self) -> bool {
         self.shared.waiters.has_others(&self.id, &self.waiter)
     }
+
+    fn as_queued(&self) -> HeldLock {
+        HeldLock {
+            id: self.id.clone(),
+            owner: self.owner.clone(),
+        }
+    }
+
+    /// Fair mode: the request is in the lock's queue now; keep it alive there.
+    fn join_queue(&mut self) {
+        if !self.queued {
+            self.queued = true;
+            self.shared.queued.add(&self.as_queued());
+        }
+    }
 }
 
 impl Drop for WaitTicket {
     fn drop(&mut self) {
-        let departure = self
-            .shared
-            .waiters
-            .leave(&self.id, &self.waiter, self.acquired);
-        // On success the acquire script already updated the backend's record of waiting managers.
-        if self.acquired || !(departure.last || departure.pass_on) {
+        if self.queued {
+            self.shared.queued.remove(&self.as_queued());
+        }
+        let departure = self.shared.waiters.leave(&self.id, &self.waiter, self.acquired);
+        if self.acquired {
+            // The acquire script (or the grant) already updated the backend's records.
             return;
         }
         let backend = self.shared.backend.clone();
         let id = self.id.clone();
+        if self.mode == Mode::Fair {
+            // Leave the queue at once; a grant made to us meanwhile goes to the next waiter.
+            let owner = self.owner.clone();
+            let grant = self.waiter.grant().unwrap_or(0);
+            self.shared.chore(Box::pin(async move {
+                if let Err(err) = backend.leave_queue(&id, &owner, Some(grant)).await {
+                    tracing::debug!(error = %err, "could not leave a fair queue");
+                }
+            }));
+            return;
+        }
+        if !(departure.last || departure.pass_on) {
+            return;
+        }
         self.shared.chore(Box::pin(async move {
             if let Err(err) = backend.abandon(&id, departure).await {
                 tracing::debug!(error = %err, "could not withdraw a waiter");
             }
         }));
     }
+}
+
+/// What a successful acquisition needs to build its guard.
+struct Win<'a> {
+    key: &'a str,
+    id: LockId,
+    owner: &'a Arc<str>,
+    token: u64,
+    lease: Duration,
+    watched: bool,
+    mode: Mode,
+    /// The lease is known valid from here.
+    since: Instant,
 }
 
 impl Shared {
@@ -131,13 +180,8 @@ impl Shared {
         wait: bool,
     ) -> Result<Option<LockGuard>, LockError> {
         let lock_key = LockKey::new(key)?;
-        if opts.mode_value() == Mode::Fair {
-            return Err(LockError::Unsupported {
-                key: key.to_owned(),
-                what: "fair locks are not available yet",
-            });
-        }
         self.start();
+        let mode = opts.mode_value();
         let started = Instant::now();
         let deadline = opts.wait_timeout_value().map(|t| started + t);
         let id = self.backend.lock_id(&lock_key);
@@ -145,11 +189,33 @@ impl Shared {
             Lease::Watchdog => (self.lease, true),
             Lease::Fixed(lease) => (lease, false),
         };
-        let mut ticket = wait.then(|| WaitTicket::new(self, &id));
+        let mut ticket = wait.then(|| WaitTicket::new(self, &id, owner, mode));
+        let mut win = Win {
+            key,
+            id: id.clone(),
+            owner,
+            token: 0,
+            lease,
+            watched,
+            mode,
+            since: started,
+        };
         loop {
+            if let Some(token) = ticket.as_ref().and_then(|t| t.waiter.grant()) {
+                // A fair grant: the lock is ours already, under a short claim lease.
+                if let Some(ticket) = ticket.as_mut() {
+                    ticket.acquired = true;
+                }
+                tracing::debug!(key, token, waited = ?started.elapsed(), "fair lock granted");
+                win.token = token;
+                win.since = Instant::now();
+                self.extend_claim(&win);
+                return Ok(Some(self.guard(win)));
+            }
             let attempt_started = Instant::now();
             let others_waiting = ticket.as_ref().is_some_and(WaitTicket::others_waiting);
-            let call = self.attempt(&id, owner, lease, wait, others_waiting);
+            let queued = ticket.as_ref().is_some_and(|t| t.queued);
+            let call = self.attempt(&id, owner, lease, wait, others_waiting, mode, queued);
             let attempt = match deadline {
                 Some(deadline) => tokio::time::timeout_at(deadline.into(), call)
                     .await
@@ -162,34 +228,26 @@ impl Shared {
                         ticket.acquired = true;
                     }
                     tracing::debug!(key, token, waited = ?started.elapsed(), "lock acquired");
-                    let lost = if watched {
-                        self.leases.hold(&id, owner, attempt_started)
-                    } else {
-                        Arc::new(LostSignal::new(Some(attempt_started + lease)))
-                    };
-                    let info = LockInfo::new(Arc::from(key), token, lost);
-                    let held = Held {
-                        shared: self.clone(),
-                        id,
-                        owner: owner.clone(),
-                        watched,
-                    };
-                    return Ok(Some(LockGuard::new(info, held)));
+                    win.token = token;
+                    win.since = attempt_started;
+                    return Ok(Some(self.guard(win)));
                 }
                 Attempt::Busy { ttl } => {
-                    let Some(ticket) = ticket.as_ref() else {
+                    let Some(ticket) = ticket.as_mut() else {
                         return Ok(None);
                     };
-                    let ttl = ttl
-                        .unwrap_or(UNKNOWN_TTL_RETRY)
-                        .max(Duration::from_millis(1));
+                    if mode == Mode::Fair {
+                        ticket.join_queue();
+                    }
+                    let ttl = ttl.unwrap_or(UNKNOWN_TTL_RETRY).max(Duration::from_millis(1));
                     let mut until = Instant::now() + ttl;
                     if let Some(deadline) = deadline {
                         until = until.min(deadline);
                     }
                     tracing::trace!(key, ?ttl, "lock busy; waiting");
                     let woken = tokio::time::timeout_at(until.into(), ticket.waiter.woken()).await;
-                    if woken.is_err() && deadline.is_some_and(|d| Instant::now() >= d) {
+                    let expired = deadline.is_some_and(|d| Instant::now() >= d);
+                    if woken.is_err() && expired && ticket.waiter.grant().is_none() {
                         return Err(timeout(key, started));
                     }
                 }
@@ -197,7 +255,42 @@ impl Shared {
         }
     }
 
+    /// Build the guard of a won lock.
+    fn guard(self: &Arc<Self>, win: Win<'_>) -> LockGuard {
+        let lost = if win.watched {
+            self.leases.hold(&win.id, win.owner, win.since)
+        } else {
+            Arc::new(LostSignal::new(Some(win.since + win.lease)))
+        };
+        let info = LockInfo::new(Arc::from(win.key), win.token, lost);
+        let held = Held {
+            shared: self.clone(),
+            id: win.id,
+            owner: win.owner.clone(),
+            watched: win.watched,
+            mode: win.mode,
+        };
+        LockGuard::new(info, held)
+    }
+
+    /// A grant starts with a short claim lease: extend it to the request's lease now, in the
+    /// background (the holder does not wait for it).
+    fn extend_claim(&self, win: &Win<'_>) {
+        let backend = self.backend.clone();
+        let lock = HeldLock {
+            id: win.id.clone(),
+            owner: win.owner.clone(),
+        };
+        let lease = win.lease;
+        self.chore(Box::pin(async move {
+            if let Err(err) = backend.renew(std::slice::from_ref(&lock), lease).await {
+                tracing::warn!(error = %err, "could not extend a fair grant's claim lease");
+            }
+        }));
+    }
+
     /// One attempt, finished in the background (and released if it won) should the caller go away.
+    #[allow(clippy::too_many_arguments)]
     fn attempt(
         self: &Arc<Self>,
         id: &LockId,
@@ -205,6 +298,8 @@ impl Shared {
         lease: Duration,
         will_wait: bool,
         others_waiting: bool,
+        mode: Mode,
+        queued: bool,
     ) -> MustComplete<Result<Attempt, BoxError>> {
         let backend = self.backend.clone();
         let (id, owner) = (id.clone(), owner.clone());
@@ -216,6 +311,8 @@ impl Shared {
                 lease,
                 will_wait,
                 others_waiting,
+                mode,
+                queued,
             };
             backend.try_acquire(&req).await
         });
@@ -223,7 +320,7 @@ impl Shared {
             move |out: Result<Attempt, BoxError>| -> Option<BoxFuture<()>> {
                 match out {
                     Ok(Attempt::Acquired { .. }) => Some(Box::pin(async move {
-                        let _ = undo_backend.release(&undo_id, &undo_owner).await;
+                        let _ = undo_backend.release(&undo_id, &undo_owner, mode).await;
                     })),
                     _ => None,
                 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{new_manager_id, LockManager, Shared, DEFAULT_LEASE};
+use super::{new_manager_id, LockManager, Shared, Timing, DEFAULT_FAIR_EVICTION, DEFAULT_LEASE};
 use crate::error::LockError;
 
 /// How long one Redis command may take before the operation fails as unavailable.
@@ -30,6 +30,7 @@ pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct LockManagerBuilder {
     namespace: String,
     lease: Duration,
+    eviction: Duration,
     command_timeout: Duration,
     pool_size: u32,
     target: Target,
@@ -49,6 +50,7 @@ impl Default for LockManagerBuilder {
         LockManagerBuilder {
             namespace: "tower-lock".to_owned(),
             lease: DEFAULT_LEASE,
+            eviction: DEFAULT_FAIR_EVICTION,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             pool_size: 4,
             target: Target::Memory,
@@ -68,6 +70,15 @@ impl LockManagerBuilder {
     /// themselves one lease after its last renewal.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
+        self
+    }
+
+    /// Fair locks: how long a queued waiter may go without a heartbeat before it is evicted as dead
+    /// (default 5 s; live waiters heartbeat every third of it). A grant also starts with a claim
+    /// lease this long, which the new holder's manager extends at once; a grant to a waiter that
+    /// just died is therefore passed on after at most this long.
+    pub fn fair_eviction(mut self, eviction: Duration) -> Self {
+        self.eviction = eviction;
         self
     }
 
@@ -112,11 +123,17 @@ impl LockManagerBuilder {
                 self.lease
             )));
         }
+        if self.eviction < Duration::from_millis(30) {
+            return Err(LockError::Config(format!(
+                "fair eviction {:?} is too short (at least 30 ms)",
+                self.eviction
+            )));
+        }
         if self.namespace.is_empty() {
             return Err(LockError::Config("namespace is empty".to_owned()));
         }
         match self.target {
-            Target::Memory => Ok(LockManager::memory_with_lease(self.lease)),
+            Target::Memory => Ok(LockManager::memory_with(self.timing())),
             #[cfg(feature = "redis")]
             Target::RedisUrl(ref url) => {
                 let client = open(url)?;
@@ -138,13 +155,20 @@ impl LockManagerBuilder {
         }
     }
 
+    fn timing(&self) -> Timing {
+        Timing {
+            lease: self.lease,
+            eviction: self.eviction,
+        }
+    }
+
     #[cfg(feature = "redis")]
     async fn build_redis(
         &self,
         client: redis::Client,
         pool: crate::backend::redis::CommandPool,
     ) -> Result<LockManager, LockError> {
-        use crate::backend::redis::{Inbox, KeySpace, RedisBackend};
+        use crate::backend::redis::{Inbox, KeySpace, RedisBackend, Unclaimed};
         use crate::backend::Backend;
         use crate::waiters::WaitRegistry;
 
@@ -160,21 +184,33 @@ impl LockManagerBuilder {
             keys,
             id.clone(),
             self.command_timeout,
+            self.eviction,
         ));
         let backend = Arc::new(Backend::Redis(redis));
         let waiters = Arc::new(WaitRegistry::default());
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let (shared, chores) =
-            Shared::new(backend.clone(), waiters.clone(), self.lease, id, Some(stop));
-        // A wake-up that no local waiter could take is passed on to the next waiting manager.
-        let unclaimed = move |lock: crate::waiters::LockId| {
+            Shared::new(backend.clone(), waiters.clone(), self.timing(), id, Some(stop));
+        // A message that no local waiter could take is passed on: a wake-up to the next waiting
+        // manager, a grant to the next queued waiter.
+        let unclaimed = move |message: Unclaimed| {
             let backend = backend.clone();
-            let departure = crate::waiters::Departure {
-                last: true,
-                pass_on: true,
-            };
             let _ = chores.send(Box::pin(async move {
-                let _ = backend.abandon(&lock, departure).await;
+                let outcome = match message {
+                    Unclaimed::Wake(lock) => {
+                        let departure = crate::waiters::Departure {
+                            last: true,
+                            pass_on: true,
+                        };
+                        backend.abandon(&lock, departure).await
+                    }
+                    Unclaimed::Grant { lock, owner, token } => {
+                        backend.leave_queue(&lock, &owner, Some(token)).await
+                    }
+                };
+                if let Err(err) = outcome {
+                    tracing::debug!(error = %err, "could not pass an unclaimed message on");
+                }
             }));
         };
         tokio::spawn(inbox.run(stream, waiters, unclaimed, stopped));

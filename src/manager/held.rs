@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::backend::{Backend, Released};
+use crate::options::Mode;
 use crate::error::LockError;
 use crate::manager::Shared;
 use crate::waiters::LockId;
@@ -15,6 +16,7 @@ pub(crate) struct Held {
     pub(crate) owner: Arc<str>,
     /// Kept by the watchdog (else a fixed lease).
     pub(crate) watched: bool,
+    pub(crate) mode: Mode,
 }
 
 impl Held {
@@ -29,8 +31,8 @@ impl Held {
     pub(crate) async fn release(self, key: &str) -> Result<(), LockError> {
         self.stop_renewing();
         let backend = self.shared.backend.clone();
-        let (id, owner) = (self.id.clone(), self.owner.clone());
-        let call = Box::pin(async move { backend.release(&id, &owner).await });
+        let (id, owner, mode) = (self.id.clone(), self.owner.clone(), self.mode);
+        let call = Box::pin(async move { backend.release(&id, &owner, mode).await });
         let outcome = super::acquire::MustComplete::new(call, &self.shared).await;
         match outcome {
             Ok(Released::Freed | Released::StillHeld) => {
@@ -49,13 +51,13 @@ impl Held {
         self.stop_renewing();
         if let Backend::Memory(memory) = &*self.shared.backend {
             // No I/O: release at once, so the next request sees the lock free.
-            memory.release(&self.id, &self.owner);
+            memory.release(&self.id, &self.owner, self.mode);
             return;
         }
         let backend = self.shared.backend.clone();
-        let (id, owner) = (self.id.clone(), self.owner.clone());
+        let (id, owner, mode) = (self.id.clone(), self.owner.clone(), self.mode);
         self.shared.chore(Box::pin(async move {
-            if let Err(err) = backend.release(&id, &owner).await {
+            if let Err(err) = backend.release(&id, &owner, mode).await {
                 tracing::warn!(error = %err, "background lock release failed; the lease will run out");
             }
         }));

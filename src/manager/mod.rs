@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-pub use builder::LockManagerBuilder;
+pub use builder::{LockManagerBuilder, DEFAULT_COMMAND_TIMEOUT};
 pub(crate) use held::Held;
 
 use crate::backend::memory::MemoryBackend;
@@ -20,10 +20,14 @@ use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::options::LockOptions;
 use crate::waiters::WaitRegistry;
-use crate::watchdog::{Chore, Leases, Watchdog};
+use crate::watchdog::{Chore, Leases, Queued, Watchdog};
 
 /// The default watchdog lease.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// The default eviction deadline of a queued fair waiter that stopped heartbeating (its process
+/// died); also the claim lease a fair grant starts with.
+pub const DEFAULT_FAIR_EVICTION: Duration = Duration::from_secs(5);
 
 /// The lock engine of one process: share one (it is cheap to clone) across every request.
 ///
@@ -50,12 +54,21 @@ pub struct LockManager {
     shared: Arc<Shared>,
 }
 
+/// Timing settings of one manager.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    pub(crate) lease: Duration,
+    pub(crate) eviction: Duration,
+}
+
 /// What the manager, its owners and its guards share.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) backend: Arc<Backend>,
     pub(crate) waiters: Arc<WaitRegistry>,
     pub(crate) leases: Arc<Leases>,
+    /// Requests queued for fair locks (heartbeat by the watchdog).
+    pub(crate) queued: Arc<Queued>,
     pub(crate) chores: mpsc::UnboundedSender<Chore>,
     /// The watchdog lease.
     pub(crate) lease: Duration,
@@ -73,24 +86,29 @@ impl Shared {
     pub(crate) fn new(
         backend: Arc<Backend>,
         waiters: Arc<WaitRegistry>,
-        lease: Duration,
+        timing: Timing,
         id: Arc<str>,
         inbox_stop: Option<oneshot::Sender<()>>,
     ) -> (Self, mpsc::UnboundedSender<Chore>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let leases = Arc::new(Leases::default());
+        let queued = Arc::new(Queued::default());
         let watchdog = Watchdog {
             backend: backend.clone(),
             leases: leases.clone(),
-            lease,
+            lease: timing.lease,
+            queued: queued.clone(),
+            waiters: waiters.clone(),
+            eviction: timing.eviction,
             chores: rx,
         };
         let shared = Shared {
             backend,
             waiters,
             leases,
+            queued,
             chores: tx.clone(),
-            lease,
+            lease: timing.lease,
             id,
             next_owner: AtomicU64::new(1),
             watchdog: Mutex::new(Some(watchdog)),
@@ -128,13 +146,17 @@ impl LockManager {
     /// An in-memory manager: locks shared by every request of this process (the embedded default,
     /// for one process, demos and tests). Needs no runtime until the first acquisition.
     pub fn memory() -> LockManager {
-        Self::memory_with_lease(DEFAULT_LEASE)
+        Self::memory_with(Timing {
+            lease: DEFAULT_LEASE,
+            eviction: DEFAULT_FAIR_EVICTION,
+        })
     }
 
-    pub(crate) fn memory_with_lease(lease: Duration) -> LockManager {
+    pub(crate) fn memory_with(timing: Timing) -> LockManager {
         let waiters = Arc::new(WaitRegistry::default());
-        let backend = Arc::new(Backend::Memory(MemoryBackend::new(waiters.clone())));
-        let (shared, _) = Shared::new(backend, waiters, lease, new_manager_id(), None);
+        let memory = MemoryBackend::new(waiters.clone(), timing.eviction);
+        let backend = Arc::new(Backend::Memory(memory));
+        let (shared, _) = Shared::new(backend, waiters, timing, new_manager_id(), None);
         LockManager {
             shared: Arc::new(shared),
         }

@@ -34,3 +34,39 @@ local function notify_next(waiters, prefix, lock)
     end
   end
 end
+
+-- Fair locks. The queue `q` is a zset of waiter (owner id) -> arrival time in microseconds; `qt` is
+-- a zset of waiter -> eviction deadline in milliseconds, pushed back by the waiter's heartbeats.
+
+-- Drop waiters whose heartbeat deadline passed (their process died), a bounded number per call.
+local function evict_dead(q, qt, now_ms)
+  local dead = redis.call('ZRANGEBYSCORE', qt, '-inf', now_ms, 'LIMIT', 0, 100)
+  for _, waiter in ipairs(dead) do
+    redis.call('ZREM', q, waiter)
+    redis.call('ZREM', qt, waiter)
+  end
+end
+
+-- Make the longest-waiting live waiter the owner of the free lock `lock`, with a short claim lease
+-- that its manager extends, and tell its manager. A waiter whose manager no longer listens is
+-- skipped. Returns true when the lock was granted.
+local function grant_next(lock, q, qt, fence, prefix, claim_ms, now)
+  evict_dead(q, qt, math.floor(now / 1000))
+  while true do
+    local head = redis.call('ZRANGE', q, 0, 0)[1]
+    if not head then
+      return false
+    end
+    redis.call('ZREM', q, head)
+    redis.call('ZREM', qt, head)
+    local token = next_token(fence, now)
+    redis.call('HSET', lock, head, 1, '#t', int(token))
+    redis.call('PEXPIRE', lock, claim_ms)
+    local manager = string.match(head, '^[^:]+')
+    local grant = 'g|' .. lock .. '|' .. head .. '|' .. int(token)
+    if redis.call('PUBLISH', prefix .. manager, grant) > 0 then
+      return true
+    end
+    redis.call('DEL', lock)
+  end
+end

@@ -1,6 +1,6 @@
 //! The inbox: this manager's ONE pub/sub connection. It subscribes once to the manager's own channel;
-//! release scripts publish "lock K is free" there, and the inbox hands each message to one local
-//! waiter. When the connection drops it reconnects with backoff and wakes every local waiter to
+//! release scripts publish "lock K is free" (exclusive) or "lock K is granted to owner O with token
+//! T" (fair) there, and the inbox hands each message to the one local waiter it concerns. When the connection drops it reconnects with backoff and wakes every local waiter to
 //! re-check, since messages may have been lost meanwhile.
 
 use std::sync::Arc;
@@ -12,6 +12,27 @@ use redis::{Client, RedisError};
 use tokio::sync::oneshot;
 
 use crate::waiters::{LockId, WaitRegistry};
+
+/// A message no local waiter could take: the backend must pass it on.
+#[derive(Debug)]
+pub(crate) enum Unclaimed {
+    /// "Lock K is free", but nobody here waits for K any more.
+    Wake(LockId),
+    /// A fair grant to an owner that stopped waiting.
+    Grant {
+        lock: LockId,
+        owner: String,
+        token: u64,
+    },
+}
+
+/// Parse a grant message: `g|<lock>|<owner>|<token>` (owner ids and tokens contain no `|`).
+fn parse_grant(msg: &str) -> Option<(&str, &str, u64)> {
+    let rest = msg.strip_prefix("g|")?;
+    let (rest, token) = rest.rsplit_once('|')?;
+    let (lock, owner) = rest.rsplit_once('|')?;
+    Some((lock, owner, token.parse().ok()?))
+}
 
 const MIN_BACKOFF: Duration = Duration::from_millis(20);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
@@ -55,7 +76,7 @@ impl Inbox {
         self,
         mut stream: PubSubStream,
         waiters: Arc<WaitRegistry>,
-        unclaimed: impl Fn(LockId) + Send,
+        unclaimed: impl Fn(Unclaimed) + Send,
         mut shutdown: oneshot::Receiver<()>,
     ) {
         loop {
@@ -63,11 +84,19 @@ impl Inbox {
                 _ = &mut shutdown => return,
                 msg = stream.next() => match msg {
                     Some(msg) => {
-                        let Ok(lock) = std::str::from_utf8(msg.get_payload_bytes()) else {
+                        let Ok(text) = std::str::from_utf8(msg.get_payload_bytes()) else {
                             continue;
                         };
-                        if !waiters.wake_one(lock) {
-                            unclaimed(Arc::from(lock));
+                        if let Some((lock, owner, token)) = parse_grant(text) {
+                            if !waiters.grant(lock, owner, token) {
+                                unclaimed(Unclaimed::Grant {
+                                    lock: Arc::from(lock),
+                                    owner: owner.to_owned(),
+                                    token,
+                                });
+                            }
+                        } else if !waiters.wake_one(text) {
+                            unclaimed(Unclaimed::Wake(Arc::from(text)));
                         }
                     }
                     None => {
@@ -109,4 +138,19 @@ fn jitter(d: Duration) -> Duration {
         .map(|t| t.subsec_nanos())
         .unwrap_or(0);
     d + d.mul_f64(f64::from(nanos % 1000) / 2000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_grant;
+
+    #[test]
+    fn grants_parse_even_when_the_lock_name_has_bars() {
+        assert_eq!(
+            parse_grant("g|{ns:a|b}|m1:7|1700000000000001"),
+            Some(("{ns:a|b}", "m1:7", 1_700_000_000_000_001))
+        );
+        assert_eq!(parse_grant("{ns:a}"), None);
+        assert_eq!(parse_grant("g|{ns:a}|m1:7|x"), None);
+    }
 }

@@ -65,6 +65,16 @@ pub(crate) fn waiters(lock: &str) -> String {
     format!("{lock}:w")
 }
 
+/// A fair lock's queue: waiter -> arrival time.
+pub(crate) fn queue(lock: &str) -> String {
+    format!("{lock}:q")
+}
+
+/// A fair lock's queue deadlines: waiter -> eviction time.
+pub(crate) fn queue_deadlines(lock: &str) -> String {
+    format!("{lock}:qt")
+}
+
 /// The lock's fencing counter.
 pub(crate) fn fence(lock: &str) -> String {
     format!("{lock}:f")

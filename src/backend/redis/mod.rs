@@ -1,6 +1,7 @@
 //! The Redis backend: a bb8 command pool, the Lua scripts, and key naming. The inbox (the one
 //! pub/sub connection) lives beside it and is driven by the manager.
 
+mod fair;
 mod inbox;
 mod keys;
 mod pool;
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use redis::{FromRedisValue, ScriptInvocation};
 
-pub(crate) use inbox::Inbox;
+pub(crate) use inbox::{Inbox, Unclaimed};
 pub(crate) use keys::KeySpace;
 pub use pool::RedisPool;
 pub(crate) use pool::{CommandPool, Connector};
@@ -29,6 +30,9 @@ pub(crate) struct RedisBackend {
     manager_id: Arc<str>,
     inbox_prefix: String,
     timeout: Duration,
+    /// Fair mode: a queued waiter without heartbeat for this long is evicted; a grant starts with a
+    /// claim lease this long.
+    eviction: Duration,
 }
 
 fn flag(b: bool) -> &'static str {
@@ -36,6 +40,28 @@ fn flag(b: bool) -> &'static str {
         "1"
     } else {
         "0"
+    }
+}
+
+/// An acquire script's answer: `{1, token}` or `{0, pttl}`.
+fn attempt(acquired: i64, value: i64) -> Attempt {
+    if acquired == 1 {
+        Attempt::Acquired {
+            token: u64::try_from(value).unwrap_or(0),
+        }
+    } else {
+        Attempt::Busy {
+            ttl: u64::try_from(value).ok().map(Duration::from_millis),
+        }
+    }
+}
+
+/// A release script's answer: holds left, or -1 when not held.
+fn released(left: i64) -> Released {
+    match left {
+        l if l < 0 => Released::NotHeld,
+        0 => Released::Freed,
+        _ => Released::StillHeld,
     }
 }
 
@@ -56,6 +82,7 @@ impl RedisBackend {
         keys: KeySpace,
         manager_id: Arc<str>,
         timeout: Duration,
+        eviction: Duration,
     ) -> Self {
         let inbox_prefix = keys.inbox_prefix();
         RedisBackend {
@@ -64,6 +91,7 @@ impl RedisBackend {
             manager_id,
             inbox_prefix,
             timeout,
+            eviction,
         }
     }
 
@@ -97,6 +125,9 @@ impl RedisBackend {
     }
 
     pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, BoxError> {
+        if req.mode == crate::options::Mode::Fair {
+            return self.fair_try_acquire(req).await;
+        }
         let mut call = scripts::ACQUIRE.prepare_invoke();
         call.key(&**req.id)
             .key(keys::waiters(req.id))
@@ -107,15 +138,7 @@ impl RedisBackend {
             .arg(flag(req.will_wait))
             .arg(flag(req.others_waiting));
         let (acquired, value): (i64, i64) = self.invoke(slot_hint(req.id), &call).await?;
-        Ok(if acquired == 1 {
-            Attempt::Acquired {
-                token: u64::try_from(value).unwrap_or(0),
-            }
-        } else {
-            Attempt::Busy {
-                ttl: u64::try_from(value).ok().map(Duration::from_millis),
-            }
-        })
+        Ok(attempt(acquired, value))
     }
 
     pub(crate) async fn release(&self, id: &LockId, owner: &str) -> Result<Released, BoxError> {
@@ -125,11 +148,7 @@ impl RedisBackend {
             .arg(owner)
             .arg(&self.inbox_prefix);
         let left: i64 = self.invoke(slot_hint(id), &call).await?;
-        Ok(match left {
-            l if l < 0 => Released::NotHeld,
-            0 => Released::Freed,
-            _ => Released::StillHeld,
-        })
+        Ok(released(left))
     }
 
     pub(crate) async fn renew(

@@ -1,0 +1,102 @@
+//! Fair (FIFO) locks in memory: a queue of owners per lock; a release grants the lock to the head
+//! of the queue directly. Waiters cannot die without their process here, so nobody is evicted.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{Held, MemoryBackend, Table};
+use crate::backend::{AcquireRequest, Attempt, HeldLock};
+use crate::waiters::LockId;
+
+/// Join the queue of `id` (once).
+pub(super) fn enqueue(table: &mut Table, id: &LockId, owner: &str) {
+    let queue = table.queues.entry(id.clone()).or_default();
+    if !queue.iter().any(|o| **o == *owner) {
+        queue.push_back(Arc::from(owner));
+    }
+}
+
+impl MemoryBackend {
+    /// The lock is free. Returns `Some(busy)` when others queued first: the head gets the lock.
+    pub(super) fn fair_free_lock(
+        &self,
+        table: &mut Table,
+        req: &AcquireRequest<'_>,
+        now: Instant,
+    ) -> Option<Attempt> {
+        let head = table.queues.get(req.id).and_then(|q| q.front().cloned());
+        if head.as_deref().is_some_and(|h| h != req.owner) && self.grant_next(table, req.id, now) {
+            if table.locks.get(req.id).is_some_and(|h| *h.owner == *req.owner) {
+                // the waiters ahead were gone: the grant came to us
+                return table.locks.get_mut(req.id).map(|held| {
+                    held.expires = now + req.lease;
+                    Attempt::Acquired { token: held.token }
+                });
+            }
+            if req.will_wait {
+                enqueue(table, req.id, req.owner);
+            }
+            return Some(Attempt::Busy {
+                ttl: Some(self.claim),
+            });
+        }
+        if let Some(queue) = table.queues.get_mut(req.id) {
+            queue.retain(|o| **o != *req.owner);
+        }
+        None
+    }
+
+    /// Grant the free lock `id` to the first queued owner that still waits. True when granted.
+    pub(super) fn grant_next(&self, table: &mut Table, id: &LockId, now: Instant) -> bool {
+        loop {
+            let Some(head) = table.queues.get_mut(id).and_then(|q| q.pop_front()) else {
+                table.queues.remove(id);
+                return false;
+            };
+            let token = self.next_token();
+            let held = Held {
+                owner: head.clone(),
+                count: 1,
+                token,
+                expires: now + self.claim,
+            };
+            table.insert(id, held, now);
+            if self.waiters.grant(id, &head, token) {
+                return true;
+            }
+            table.locks.remove(id);
+        }
+    }
+
+    /// `owner` stopped waiting for `id`: leave the queue, and pass on a grant it did not use.
+    pub(crate) fn leave_queue(&self, id: &LockId, owner: &str, grant: Option<u64>) {
+        let now = Instant::now();
+        let mut table = self.table();
+        if let Some(queue) = table.queues.get_mut(id) {
+            queue.retain(|o| **o != *owner);
+        }
+        let Some(expected) = grant else {
+            return;
+        };
+        let unused_grant = table.holder(id, now).is_some_and(|h| {
+            *h.owner == *owner && h.count == 1 && (expected == 0 || h.token == expected)
+        });
+        if unused_grant {
+            table.locks.remove(id);
+            self.grant_next(&mut table, id, now);
+        }
+    }
+
+    pub(crate) fn heartbeat(&self, batch: &[HeldLock]) -> Vec<bool> {
+        let table = self.table();
+        batch
+            .iter()
+            .map(|w| {
+                table
+                    .queues
+                    .get(&w.id)
+                    .is_some_and(|q| q.iter().any(|o| *o == w.owner))
+            })
+            .collect()
+    }
+}

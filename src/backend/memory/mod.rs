@@ -1,0 +1,155 @@
+//! The in-process backend: the same semantics as Redis (re-entry, leases, fencing, wake-ups, FIFO
+//! grants) for one process, demos and tests. Expired leases are found when a lock is next touched.
+
+mod fair;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::{AcquireRequest, Attempt, HeldLock, Released};
+use crate::options::Mode;
+use crate::waiters::{LockId, WaitRegistry};
+
+#[derive(Debug)]
+struct Held {
+    owner: Arc<str>,
+    count: u32,
+    token: u64,
+    expires: Instant,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    locks: HashMap<LockId, Held>,
+    /// Fair locks: owners in arrival order.
+    queues: HashMap<LockId, VecDeque<Arc<str>>>,
+    /// Sweep expired entries when the table grows past this size.
+    sweep_at: usize,
+}
+
+impl Table {
+    /// The live holder of `id`, forgetting an expired one.
+    fn holder(&mut self, id: &LockId, now: Instant) -> Option<&mut Held> {
+        if self.locks.get(id).is_some_and(|h| h.expires <= now) {
+            self.locks.remove(id);
+        }
+        self.locks.get_mut(id)
+    }
+
+    fn insert(&mut self, id: &LockId, held: Held, now: Instant) {
+        self.locks.insert(id.clone(), held);
+        if self.locks.len() >= self.sweep_at {
+            self.locks.retain(|_, h| h.expires > now);
+            self.sweep_at = (self.locks.len() * 2).max(MIN_SWEEP);
+        }
+    }
+}
+
+/// Locks of one process, in memory.
+#[derive(Debug)]
+pub(crate) struct MemoryBackend {
+    table: Mutex<Table>,
+    /// One counter for every lock: tokens rise strictly per lock without remembering idle locks.
+    last_token: AtomicU64,
+    waiters: Arc<WaitRegistry>,
+    /// The lease a fair grant starts with, until the new holder's manager extends it.
+    claim: Duration,
+}
+
+const MIN_SWEEP: usize = 1024;
+
+impl MemoryBackend {
+    pub(crate) fn new(waiters: Arc<WaitRegistry>, claim: Duration) -> Self {
+        MemoryBackend {
+            table: Mutex::new(Table {
+                sweep_at: MIN_SWEEP,
+                ..Table::default()
+            }),
+            last_token: AtomicU64::new(0),
+            waiters,
+            claim,
+        }
+    }
+
+    fn table(&self) -> MutexGuard<'_, Table> {
+        // Every operation below leaves the table consistent before it could panic.
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn next_token(&self) -> u64 {
+        self.last_token.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub(crate) fn try_acquire(&self, req: &AcquireRequest<'_>) -> Attempt {
+        let now = Instant::now();
+        let mut table = self.table();
+        if let Some(held) = table.holder(req.id, now) {
+            if *held.owner == *req.owner {
+                if !req.queued {
+                    held.count += 1;
+                }
+                held.expires = held.expires.max(now + req.lease);
+                return Attempt::Acquired { token: held.token };
+            }
+            let ttl = held.expires - now;
+            if req.mode == Mode::Fair && req.will_wait {
+                fair::enqueue(&mut table, req.id, req.owner);
+            }
+            return Attempt::Busy { ttl: Some(ttl) };
+        }
+        if req.mode == Mode::Fair {
+            if let Some(busy) = self.fair_free_lock(&mut table, req, now) {
+                return busy;
+            }
+        }
+        let token = self.next_token();
+        let held = Held {
+            owner: Arc::from(req.owner),
+            count: 1,
+            token,
+            expires: now + req.lease,
+        };
+        table.insert(req.id, held, now);
+        Attempt::Acquired { token }
+    }
+
+    pub(crate) fn release(&self, id: &LockId, owner: &str, mode: Mode) -> Released {
+        let now = Instant::now();
+        let mut table = self.table();
+        let Some(held) = table.holder(id, now) else {
+            return Released::NotHeld;
+        };
+        if *held.owner != *owner {
+            return Released::NotHeld;
+        }
+        if held.count > 1 {
+            held.count -= 1;
+            return Released::StillHeld;
+        }
+        table.locks.remove(id);
+        if mode == Mode::Fair {
+            self.grant_next(&mut table, id, now);
+        } else {
+            drop(table);
+            self.waiters.wake_one(id);
+        }
+        Released::Freed
+    }
+
+    pub(crate) fn renew(&self, batch: &[HeldLock], lease: Duration) -> Vec<bool> {
+        let now = Instant::now();
+        let mut table = self.table();
+        batch
+            .iter()
+            .map(|lock| match table.holder(&lock.id, now) {
+                Some(h) if h.owner == lock.owner => {
+                    h.expires = now + lease;
+                    true
+                }
+                _ => false,
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,73 @@
+//! Fair (FIFO) locks on Redis: a queue per lock, grants made by the release script, heartbeats
+//! that keep live waiters queued and let dead ones be evicted.
+
+use super::{flag, keys, millis, scripts, slot_hint, RedisBackend};
+use crate::backend::{AcquireRequest, Attempt, HeldLock, Released};
+use crate::error::BoxError;
+use crate::waiters::LockId;
+
+impl RedisBackend {
+    pub(crate) async fn fair_try_acquire(
+        &self,
+        req: &AcquireRequest<'_>,
+    ) -> Result<Attempt, BoxError> {
+        let mut call = scripts::FAIR_ACQUIRE.prepare_invoke();
+        call.key(&**req.id)
+            .key(keys::queue(req.id))
+            .key(keys::queue_deadlines(req.id))
+            .key(keys::fence(req.id))
+            .arg(req.owner)
+            .arg(millis(req.lease))
+            .arg(flag(req.will_wait))
+            .arg(flag(req.queued))
+            .arg(millis(self.eviction))
+            .arg(&self.inbox_prefix);
+        let (acquired, value): (i64, i64) = self.invoke(slot_hint(req.id), &call).await?;
+        Ok(super::attempt(acquired, value))
+    }
+
+    pub(crate) async fn fair_release(&self, id: &LockId, owner: &str) -> Result<Released, BoxError> {
+        let mut call = scripts::FAIR_RELEASE.prepare_invoke();
+        call.key(&**id)
+            .key(keys::queue(id))
+            .key(keys::queue_deadlines(id))
+            .key(keys::fence(id))
+            .arg(owner)
+            .arg(&self.inbox_prefix)
+            .arg(millis(self.eviction));
+        let left: i64 = self.invoke(slot_hint(id), &call).await?;
+        Ok(super::released(left))
+    }
+
+    pub(crate) async fn leave_queue(
+        &self,
+        id: &LockId,
+        owner: &str,
+        grant: Option<u64>,
+    ) -> Result<(), BoxError> {
+        let mut call = scripts::FAIR_ABANDON.prepare_invoke();
+        call.key(&**id)
+            .key(keys::queue(id))
+            .key(keys::queue_deadlines(id))
+            .key(keys::fence(id))
+            .arg(owner)
+            .arg(flag(grant.is_some()))
+            .arg(&self.inbox_prefix)
+            .arg(millis(self.eviction))
+            .arg(grant.unwrap_or(0));
+        self.invoke::<i64>(slot_hint(id), &call).await.map(drop)
+    }
+
+    pub(crate) async fn heartbeat(&self, batch: &[HeldLock]) -> Result<Vec<bool>, BoxError> {
+        let mut call = scripts::HEARTBEAT.prepare_invoke();
+        call.arg(millis(self.eviction));
+        for waiter in batch {
+            call.key(keys::queue(&waiter.id))
+                .key(keys::queue_deadlines(&waiter.id))
+                .arg(&*waiter.owner);
+        }
+        let hint = batch.first().map_or(0, |w| slot_hint(&w.id));
+        let alive: Vec<i64> = self.invoke(hint, &call).await?;
+        Ok(alive.into_iter().map(|a| a == 1).collect())
+    }
+}
