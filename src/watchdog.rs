@@ -145,6 +145,11 @@ impl Queued {
     fn snapshot(&self) -> Vec<HeldLock> {
         self.table().keys().cloned().collect()
     }
+
+    /// Number of queued requests (for tests and metrics).
+    pub(crate) fn len(&self) -> usize {
+        self.table().values().sum()
+    }
 }
 
 /// The watchdog task of one manager.
@@ -203,7 +208,8 @@ impl Watchdog {
 }
 
 /// One heartbeat round: every queued fair waiter, in batches. A waiter found out of its queue (granted
-/// while its message was lost, or evicted while Redis was out of reach) is woken to re-check.
+/// while its message was lost, or evicted while Redis was out of reach), or queued for a lock that is
+/// free (a grant to a frozen process ran out), is woken to re-check.
 async fn heartbeat_all(backend: Arc<Backend>, queued: Arc<Queued>, waiters: Arc<WaitRegistry>) {
     let all = queued.snapshot();
     let batches = all.chunks(backend.renew_batch_size()).map(|batch| {
@@ -213,13 +219,15 @@ async fn heartbeat_all(backend: Arc<Backend>, queued: Arc<Queued>, waiters: Arc<
     for (batch, result) in join_all(batches).await {
         match result {
             Ok(alive) => {
-                for (waiter, queued) in batch.iter().zip(alive) {
-                    if !queued {
+                for (waiter, waiting_behind_holder) in batch.iter().zip(alive) {
+                    if !waiting_behind_holder {
                         waiters.wake_owner(&waiter.id, &waiter.owner);
                     }
                 }
             }
-            Err(err) => tracing::warn!(error = %err, waiters = batch.len(), "waiter heartbeat failed"),
+            Err(err) => {
+                tracing::warn!(error = %err, waiters = batch.len(), "waiter heartbeat failed")
+            }
         }
     }
 }

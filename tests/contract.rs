@@ -7,53 +7,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::RedisServer;
 use tower_lock::{KeyError, LockError, LockManager, LockOptions};
 
-/// Where the locks live for one test.
-enum Fixture {
-    Memory(LockManager),
-    Redis(RedisServer),
-}
+use support::fixture::Fixture;
 
-impl Fixture {
-    fn memory() -> Self {
-        Fixture::Memory(LockManager::memory())
-    }
-
-    fn redis() -> Self {
-        Fixture::Redis(RedisServer::start())
-    }
-
-    /// A manager: on Redis a new one each call (like separate replicas); in memory the one manager.
-    async fn manager(&self) -> LockManager {
-        match self {
-            Fixture::Memory(m) => m.clone(),
-            Fixture::Redis(server) => LockManager::redis(&server.url())
-                .await
-                .expect("redis manager"),
-        }
-    }
-}
-
-/// Run each contract test against both backends.
-macro_rules! contract {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn memory() {
-                super::$name(super::Fixture::memory()).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn redis() {
-                super::$name(super::Fixture::redis()).await;
-            }
-        }
-    )*};
-}
-
-contract!(
+on_both_backends!(
     mutual_exclusion_across_two_managers,
     reentry_shares_the_token_and_counts_holds,
     try_acquire_never_waits,

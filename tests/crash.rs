@@ -1,64 +1,105 @@
-//! A holder whose process dies (SIGKILL) frees the lock one lease later. The test binary runs itself
-//! as the child holder process, so it has a plain `main` (`harness = false`).
+//! Processes that die or freeze while holding or waiting for a lock. The test binary runs itself as
+//! the child process, so it has a plain `main` (`harness = false`).
 
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::RedisServer;
 use tower_lock::{LockManager, LockOptions};
 
-const CHILD_ENV: &str = "TOWER_LOCK_CRASH_CHILD_URL";
+const CHILD_URL: &str = "TOWER_LOCK_CHILD_URL";
+const CHILD_ROLE: &str = "TOWER_LOCK_CHILD_ROLE";
 const LEASE: Duration = Duration::from_secs(1);
+const EVICTION: Duration = Duration::from_secs(1);
 
 fn main() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    if let Ok(url) = std::env::var(CHILD_ENV) {
-        runtime.block_on(hold_until_killed(&url));
+    if let (Ok(url), Ok(role)) = (std::env::var(CHILD_URL), std::env::var(CHILD_ROLE)) {
+        runtime.block_on(child(&url, &role));
         return;
     }
-    println!("\nrunning 1 test");
-    runtime.block_on(holder_killed_frees_the_lock_after_its_lease());
-    println!("test holder_killed_frees_the_lock_after_its_lease ... ok");
-    println!("\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n");
+    let tests: [(&str, fn() -> _); 3] = [
+        ("holder_killed_frees_the_lock_after_its_lease", || {
+            Box::pin(holder_killed_frees_the_lock_after_its_lease())
+                as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
+        }),
+        (
+            "killed_fair_waiter_stalls_the_queue_less_than_its_eviction",
+            || Box::pin(dead_fair_waiter(Fault::Kill)),
+        ),
+        (
+            "frozen_fair_waiter_stalls_the_queue_less_than_its_eviction",
+            || Box::pin(dead_fair_waiter(Fault::Freeze)),
+        ),
+    ];
+    println!("\nrunning {} tests", tests.len());
+    for (name, test) in tests {
+        runtime.block_on(test());
+        println!("test {name} ... ok");
+    }
+    println!(
+        "\ntest result: ok. {} passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n",
+        tests.len()
+    );
 }
 
-/// The child: take the lock, say so, and hold it (renewing) until killed.
-async fn hold_until_killed(url: &str) {
-    let m = LockManager::builder()
+async fn manager(url: &str) -> LockManager {
+    LockManager::builder()
         .redis(url)
         .lease(LEASE)
+        .fair_eviction(EVICTION)
         .build()
         .await
-        .expect("child manager");
-    let _guard = m
-        .acquire("crash", &LockOptions::exclusive())
-        .await
-        .expect("child acquire");
-    println!("HELD");
-    // Exit when the parent goes away (its end of stdin closes), so a failed test leaves no holder.
+        .expect("manager")
+}
+
+/// The child: hold the lock, or queue for it, say so, and stay until killed (or the parent goes).
+async fn child(url: &str, role: &str) {
+    let m = manager(url).await;
+    let _guard = if role == "hold" {
+        Some(
+            m.acquire("crash", &LockOptions::exclusive())
+                .await
+                .expect("child acquire"),
+        )
+    } else {
+        let m2 = m.clone();
+        tokio::spawn(async move { m2.acquire("fair", &LockOptions::fair()).await.map(drop) });
+        while m.queued() == 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        None
+    };
+    println!("READY");
+    // Exit when the parent goes away (its end of stdin closes), so a failed test leaves nothing.
     let _ = tokio::task::spawn_blocking(|| std::io::stdin().read_line(&mut String::new())).await;
     std::process::exit(0);
 }
 
-async fn holder_killed_frees_the_lock_after_its_lease() {
-    let server = RedisServer::start();
+fn spawn_child(server: &RedisServer, role: &str) -> Child {
     let mut child = Command::new(std::env::current_exe().expect("test binary"))
-        .env(CHILD_ENV, server.url())
+        .env(CHILD_URL, server.url())
+        .env(CHILD_ROLE, role)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
-        .expect("spawn the holder process");
+        .expect("spawn the child process");
     let mut line = String::new();
     let stdout = child.stdout.take().expect("child stdout");
     BufReader::new(stdout)
         .read_line(&mut line)
         .expect("read child");
-    assert_eq!(line.trim(), "HELD");
+    assert_eq!(line.trim(), "READY");
+    child
+}
 
-    let m = LockManager::redis(&server.url()).await.expect("manager");
+async fn holder_killed_frees_the_lock_after_its_lease() {
+    let server = RedisServer::start();
+    let mut child = spawn_child(&server, "hold");
+    let m = manager(&server.url()).await;
     // the child's watchdog keeps the lock for several leases while it lives
     tokio::time::sleep(LEASE * 2).await;
     assert!(m
@@ -81,4 +122,63 @@ async fn holder_killed_frees_the_lock_after_its_lease() {
         "freed after {waited:?}"
     );
     guard.release().await.unwrap();
+}
+
+enum Fault {
+    Kill,
+    Freeze,
+}
+
+/// A fair waiter ahead of ours dies (or freezes) while queued: after the holder releases, our
+/// waiter gets the lock within the eviction deadline, plus a margin.
+async fn dead_fair_waiter(fault: Fault) {
+    let server = RedisServer::start();
+    let m = manager(&server.url()).await;
+    let holder = m.acquire("fair", &LockOptions::fair()).await.unwrap();
+    let mut child = spawn_child(&server, "queue");
+    let ours = {
+        let m = m.clone();
+        tokio::spawn(async move {
+            let opts = LockOptions::fair().wait_timeout(Duration::from_secs(20));
+            let g = m.acquire("fair", &opts).await.expect("our waiter");
+            (Instant::now(), g.fencing_token())
+        })
+    };
+    while m.queued() == 0 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert_eq!(
+        server.cmd(&["ZCARD", "{tower-lock:fair}:q"]).as_int(),
+        Some(2)
+    );
+    match fault {
+        Fault::Kill => {
+            child.kill().expect("SIGKILL the waiter");
+            child.wait().expect("reap");
+        }
+        Fault::Freeze => {
+            let pid = child.id().to_string();
+            let stopped = Command::new("kill")
+                .args(["-STOP", &pid])
+                .status()
+                .expect("kill");
+            assert!(stopped.success());
+        }
+    }
+    let released = Instant::now();
+    holder.release().await.unwrap();
+    let (acquired, _token) = ours.await.expect("our waiter task");
+    let stall = acquired.duration_since(released);
+    if let Fault::Freeze = fault {
+        let _ = Command::new("kill")
+            .args(["-CONT", &child.id().to_string()])
+            .status();
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    println!("  queue stalled {stall:?} behind the dead waiter (eviction {EVICTION:?})");
+    assert!(
+        stall <= EVICTION + Duration::from_millis(1500),
+        "the queue stalled {stall:?} behind a dead waiter"
+    );
 }

@@ -141,7 +141,8 @@ impl Backend {
     }
 
     /// Push back the eviction deadline of queued fair waiters; one flag per waiter, false when it
-    /// is not queued any more (granted, or evicted).
+    /// should re-check now: it is not queued any more (granted, or evicted), or the lock it waits
+    /// for is free (a grant ran out unused).
     pub(crate) async fn heartbeat(&self, batch: &[HeldLock]) -> Result<Vec<bool>, BoxError> {
         match self {
             Backend::Memory(m) => Ok(m.heartbeat(batch)),

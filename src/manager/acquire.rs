@@ -128,7 +128,10 @@ impl Drop for WaitTicket {
         if self.queued {
             self.shared.queued.remove(&self.as_queued());
         }
-        let departure = self.shared.waiters.leave(&self.id, &self.waiter, self.acquired);
+        let departure = self
+            .shared
+            .waiters
+            .leave(&self.id, &self.waiter, self.acquired);
         if self.acquired {
             // The acquire script (or the grant) already updated the backend's records.
             return;
@@ -239,7 +242,9 @@ impl Shared {
                     if mode == Mode::Fair {
                         ticket.join_queue();
                     }
-                    let ttl = ttl.unwrap_or(UNKNOWN_TTL_RETRY).max(Duration::from_millis(1));
+                    let ttl = ttl
+                        .unwrap_or(UNKNOWN_TTL_RETRY)
+                        .max(Duration::from_millis(1));
                     let mut until = Instant::now() + ttl;
                     if let Some(deadline) = deadline {
                         until = until.min(deadline);

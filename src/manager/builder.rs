@@ -189,8 +189,13 @@ impl LockManagerBuilder {
         let backend = Arc::new(Backend::Redis(redis));
         let waiters = Arc::new(WaitRegistry::default());
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        let (shared, chores) =
-            Shared::new(backend.clone(), waiters.clone(), self.timing(), id, Some(stop));
+        let (shared, chores) = Shared::new(
+            backend.clone(),
+            waiters.clone(),
+            self.timing(),
+            id,
+            Some(stop),
+        );
         // A message that no local waiter could take is passed on: a wake-up to the next waiting
         // manager, a grant to the next queued waiter.
         let unclaimed = move |message: Unclaimed| {

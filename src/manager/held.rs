@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use crate::backend::{Backend, Released};
-use crate::options::Mode;
 use crate::error::LockError;
 use crate::manager::Shared;
+use crate::options::Mode;
 use crate::waiters::LockId;
 
 /// One hold of a lock by one owner.

@@ -214,6 +214,11 @@ impl LockManager {
         self.shared.waiters.len()
     }
 
+    /// Requests of this process queued for fair locks right now (each heartbeat by the watchdog).
+    pub fn queued(&self) -> usize {
+        self.shared.queued.len()
+    }
+
     /// Leases the watchdog keeps right now.
     pub fn held(&self) -> usize {
         self.shared.leases.len()

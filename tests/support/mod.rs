@@ -9,6 +9,8 @@
 //! test binary. Commands are sent with a tiny RESP2 client ([`redis_cmd`]).
 #![allow(dead_code)]
 
+pub mod fixture;
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::{self, BufRead, BufReader, Write};

@@ -26,7 +26,11 @@ impl MemoryBackend {
     ) -> Option<Attempt> {
         let head = table.queues.get(req.id).and_then(|q| q.front().cloned());
         if head.as_deref().is_some_and(|h| h != req.owner) && self.grant_next(table, req.id, now) {
-            if table.locks.get(req.id).is_some_and(|h| *h.owner == *req.owner) {
+            if table
+                .locks
+                .get(req.id)
+                .is_some_and(|h| *h.owner == *req.owner)
+            {
                 // the waiters ahead were gone: the grant came to us
                 return table.locks.get_mut(req.id).map(|held| {
                     held.expires = now + req.lease;
@@ -87,15 +91,18 @@ impl MemoryBackend {
         }
     }
 
+    /// True per waiter still queued behind a live holder; false: it should re-check now.
     pub(crate) fn heartbeat(&self, batch: &[HeldLock]) -> Vec<bool> {
-        let table = self.table();
+        let now = Instant::now();
+        let mut table = self.table();
         batch
             .iter()
             .map(|w| {
-                table
+                let queued = table
                     .queues
                     .get(&w.id)
-                    .is_some_and(|q| q.iter().any(|o| *o == w.owner))
+                    .is_some_and(|q| q.iter().any(|o| *o == w.owner));
+                queued && table.holder(&w.id, now).is_some()
             })
             .collect()
     }

@@ -26,7 +26,11 @@ impl RedisBackend {
         Ok(super::attempt(acquired, value))
     }
 
-    pub(crate) async fn fair_release(&self, id: &LockId, owner: &str) -> Result<Released, BoxError> {
+    pub(crate) async fn fair_release(
+        &self,
+        id: &LockId,
+        owner: &str,
+    ) -> Result<Released, BoxError> {
         let mut call = scripts::FAIR_RELEASE.prepare_invoke();
         call.key(&**id)
             .key(keys::queue(id))
@@ -62,12 +66,13 @@ impl RedisBackend {
         let mut call = scripts::HEARTBEAT.prepare_invoke();
         call.arg(millis(self.eviction));
         for waiter in batch {
-            call.key(keys::queue(&waiter.id))
+            call.key(&*waiter.id)
+                .key(keys::queue(&waiter.id))
                 .key(keys::queue_deadlines(&waiter.id))
                 .arg(&*waiter.owner);
         }
         let hint = batch.first().map_or(0, |w| slot_hint(&w.id));
-        let alive: Vec<i64> = self.invoke(hint, &call).await?;
-        Ok(alive.into_iter().map(|a| a == 1).collect())
+        let states: Vec<i64> = self.invoke(hint, &call).await?;
+        Ok(states.into_iter().map(|state| state == 1).collect())
     }
 }

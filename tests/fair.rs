@@ -1,0 +1,255 @@
+//! Fair locks, on memory and on a real redis-server: FIFO order across managers, grants that never
+//! get lost when waiters cancel, re-entry, fixed leases, and many queued waiters without polling.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use support::fixture::{eventually, Fixture};
+use tower_lock::{LockManager, LockOptions};
+
+on_both_backends!(
+    fifo_order_across_two_managers_and_no_queue_jumping,
+    cancelled_waiter_leaves_the_queue_at_once,
+    grant_racing_with_cancel_is_passed_on,
+    fair_reentry_shares_the_token,
+    fair_fixed_lease_frees_to_the_next_in_line,
+);
+
+/// Queued requests across the fixture's managers.
+fn queued(managers: &[LockManager]) -> usize {
+    managers.first().map_or(0, |m| m.queued())
+        + managers.iter().skip(1).map(|m| m.queued()).sum::<usize>()
+}
+
+async fn fifo_order_across_two_managers_and_no_queue_jumping(fx: Fixture) {
+    let managers = [fx.manager().await, fx.manager().await];
+    let distinct = if fx.server().is_some() {
+        &managers[..]
+    } else {
+        &managers[..1]
+    };
+    let holder = managers[0]
+        .acquire("fifo", &LockOptions::fair())
+        .await
+        .unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..24 {
+        let m = managers[i % 2].clone();
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            let opts = LockOptions::fair().wait_timeout(Duration::from_secs(30));
+            let g = m.acquire("fifo", &opts).await.expect("fair acquire");
+            order.lock().unwrap().push(i);
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            g.release().await.unwrap();
+        }));
+        // queue them one after another
+        eventually("the waiter is queued", || queued(distinct) == i + 1).await;
+    }
+    // a try_acquire never jumps the queue, neither now nor while the queue drains
+    let jumper = fx.manager().await;
+    let jumped = Arc::new(AtomicUsize::new(0));
+    let jumping = {
+        let (jumper, jumped, order) = (jumper.clone(), jumped.clone(), order.clone());
+        tokio::spawn(async move {
+            while order.lock().unwrap().len() < 24 {
+                if let Some(g) = jumper
+                    .try_acquire("fifo", &LockOptions::fair())
+                    .await
+                    .unwrap()
+                {
+                    if order.lock().unwrap().len() < 24 {
+                        jumped.fetch_add(1, Ordering::SeqCst);
+                    }
+                    drop(g);
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    holder.release().await.unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    jumping.await.unwrap();
+    assert_eq!(
+        *order.lock().unwrap(),
+        (0..24).collect::<Vec<_>>(),
+        "not FIFO"
+    );
+    assert_eq!(
+        jumped.load(Ordering::SeqCst),
+        0,
+        "try_acquire jumped the queue"
+    );
+}
+
+async fn cancelled_waiter_leaves_the_queue_at_once(fx: Fixture) {
+    let m = fx.manager().await;
+    let holder = m.acquire("c", &LockOptions::fair()).await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..3 {
+        let (m2, order) = (m.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let g = m2.acquire("c", &LockOptions::fair()).await.unwrap();
+            order.lock().unwrap().push(i);
+            g.release().await.unwrap();
+        }));
+        eventually("queued", || m.queued() == i + 1).await;
+    }
+    tasks.remove(1).abort();
+    eventually("the cancelled waiter left", || m.queued() == 2).await;
+    if let Some(server) = fx.server() {
+        let left = support::wait_until(Duration::from_secs(5), || {
+            server.cmd(&["ZCARD", "{tower-lock:c}:q"]).as_int() == Some(2)
+        });
+        assert!(left, "the cancelled waiter is still queued in Redis");
+    }
+    holder.release().await.unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), vec![0, 2]);
+}
+
+async fn grant_racing_with_cancel_is_passed_on(fx: Fixture) {
+    let a = fx.manager().await;
+    let b = fx.manager().await;
+    let started = Instant::now();
+    for round in 0..100 {
+        let holder = a.acquire("race", &LockOptions::fair()).await.unwrap();
+        let cancelled = {
+            let b = b.clone();
+            tokio::spawn(async move { b.acquire("race", &LockOptions::fair()).await.map(drop) })
+        };
+        eventually("first waiter queued", || b.queued() + a.queued() >= 1).await;
+        let patient = {
+            let a = a.clone();
+            tokio::spawn(async move {
+                let opts = LockOptions::fair().wait_timeout(Duration::from_secs(20));
+                a.acquire("race", &opts).await.map(|g| g.fencing_token())
+            })
+        };
+        eventually("second waiter queued", || b.queued() + a.queued() >= 2).await;
+        // release and cancel the head at (nearly) the same moment
+        let release = holder.release();
+        if round % 2 == 0 {
+            cancelled.abort();
+            release.await.unwrap();
+        } else {
+            release.await.unwrap();
+            cancelled.abort();
+        }
+        let _ = cancelled.await;
+        let token = tokio::time::timeout(Duration::from_secs(20), patient)
+            .await
+            .expect("the grant was lost: the next waiter hangs")
+            .unwrap();
+        assert!(token.is_ok(), "round {round}: {token:?}");
+    }
+    // nothing left behind: the last guard's background release frees the lock for good
+    let opts = LockOptions::fair().wait_timeout(Duration::from_secs(5));
+    let free = a.acquire("race", &opts).await;
+    assert!(
+        free.is_ok(),
+        "the lock is free after the last round: {free:?}"
+    );
+    assert_eq!(a.queued() + b.queued(), 0);
+    assert!(started.elapsed() < Duration::from_secs(60));
+}
+
+async fn fair_reentry_shares_the_token(fx: Fixture) {
+    let m = fx.manager().await;
+    let other = fx.manager().await;
+    let owner = m.owner();
+    let g1 = owner.acquire("re", &LockOptions::fair()).await.unwrap();
+    let g2 = owner.acquire("re", &LockOptions::fair()).await.unwrap();
+    assert_eq!(g1.fencing_token(), g2.fencing_token());
+    let waiter = tokio::spawn(async move {
+        let g = other.acquire("re", &LockOptions::fair()).await.unwrap();
+        g.fencing_token()
+    });
+    eventually("queued", || m.queued() + other_queued(&fx) >= 1).await;
+    g2.release().await.unwrap();
+    assert!(!waiter.is_finished(), "one hold is left");
+    let first = g1.fencing_token();
+    g1.release().await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(next > first);
+}
+
+/// On Redis the waiter's manager is another one; count through the queue key.
+fn other_queued(fx: &Fixture) -> usize {
+    fx.server().map_or(0, |s| {
+        s.cmd(&["ZCARD", "{tower-lock:re}:q"]).as_int().unwrap_or(0) as usize
+    })
+}
+
+async fn fair_fixed_lease_frees_to_the_next_in_line(fx: Fixture) {
+    let m = fx.manager().await;
+    let other = fx.manager().await;
+    let leaked = m
+        .acquire(
+            "fixed",
+            &LockOptions::fair().lease(Duration::from_millis(300)),
+        )
+        .await
+        .unwrap();
+    let info = leaked.info();
+    std::mem::forget(leaked);
+    let started = Instant::now();
+    let opts = LockOptions::fair().wait_timeout(Duration::from_secs(10));
+    let next = other
+        .acquire("fixed", &opts)
+        .await
+        .expect("the fixed lease runs out");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(info.is_lost());
+    assert!(next.fencing_token() > info.fencing_token());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_queued_waiters_share_one_connection_and_do_not_poll() {
+    let server = support::RedisServer::start();
+    let holder = LockManager::redis(&server.url()).await.unwrap();
+    let m = LockManager::redis(&server.url()).await.unwrap();
+    let held = holder.acquire("hot", &LockOptions::fair()).await.unwrap();
+    let acquired = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..1000 {
+        let (m, acquired) = (m.clone(), acquired.clone());
+        tasks.push(tokio::spawn(async move {
+            let opts = LockOptions::fair().wait_timeout(Duration::from_secs(60));
+            let g = m.acquire("hot", &opts).await.expect("acquire");
+            acquired.fetch_add(1, Ordering::SeqCst);
+            g.release().await.unwrap();
+        }));
+    }
+    eventually("all queued", || m.queued() == 1000).await;
+    assert_eq!(
+        server.cmd(&["ZCARD", "{tower-lock:hot}:q"]).as_int(),
+        Some(1000)
+    );
+    assert_eq!(server.pubsub_clients(), 2, "one inbox per manager");
+    let before = server.command_calls("evalsha");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let during = server.command_calls("evalsha") - before;
+    // only the watchdog's batched heartbeats (every eviction/3 = 1.7 s, 2 calls for 1,000 waiters)
+    assert!(
+        during <= 2,
+        "{during} script calls while 1,000 requests waited"
+    );
+    held.release().await.unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(acquired.load(Ordering::SeqCst), 1000);
+}
