@@ -1,6 +1,100 @@
-//! Lock names and (with the layer) the key extractors that derive them from requests.
+//! Lock names and the key extractors that derive them from requests.
+//!
+//! A [`KeyExtractor`] looks at a [`RequestView`] (method, path, headers, extensions) and names the
+//! locks the request needs; no name lets the request through without a lock. Built-ins:
+//! [`pattern`], [`path`], [`header`] and [`from_fn`]; every extractor can be narrowed to some methods
+//! ([`KeyExtractor::skip_methods`], [`KeyExtractor::only_methods`]), combined with another
+//! ([`KeyExtractor::and`]) or prefixed ([`KeyExtractor::prefix`]).
+
+mod canonical;
+mod extract;
+mod pattern;
+mod view;
+
+pub use extract::{Both, FromFn, Header, IntoKeys, KeyExtractor, Keys, Methods, Path, Prefixed};
+pub use pattern::Pattern;
+pub use view::RequestView;
 
 use crate::error::KeyError;
+
+/// Lock the resource a path is about: `pattern("/accounts/{id}")` locks `accounts/42` for
+/// `/accounts/42` and for every path below it (`/accounts/42/orders/7`); a path it does not match
+/// passes through without a lock.
+///
+/// A `{name}` segment matches any one non-empty segment; other segments must match exactly
+/// (case-sensitive). The name is the matched segments joined by `/`, each in one canonical spelling
+/// (percent escapes decoded, then everything but unreserved characters re-escaped), so that
+/// `/accounts/4%32` and `/accounts/42` lock the same account. Empty segments (`//`) are ignored.
+///
+/// ```
+/// use tower_lock::key::{self, KeyExtractor};
+///
+/// let accounts = key::pattern("/accounts/{id}");
+/// let req = http::Request::put("/accounts/42/orders").body(()).unwrap();
+/// let keys = accounts.extract(&req).unwrap();
+/// assert_eq!(keys.iter().next().map(|k| k.as_str()), Some("accounts/42"));
+///
+/// let other = http::Request::get("/health").body(()).unwrap();
+/// assert!(accounts.extract(&other).unwrap().is_empty());
+/// ```
+pub fn pattern(pattern: &str) -> Pattern {
+    Pattern::new(pattern)
+}
+
+/// Lock the whole request path, in canonical spelling (see [`pattern`]) with its leading `/`, without
+/// the query string: `/accounts/42/orders` locks `/accounts/42/orders`; `/` locks `/`.
+pub fn path() -> Path {
+    Path
+}
+
+/// Lock the value of the header `name` (trimmed). A request without the header passes through without
+/// a lock (or is rejected with 400 when the extractor is [`Header::required`]); an empty or non-UTF-8
+/// value is rejected with 400. Consider [`KeyExtractor::prefix`] to keep header names apart from
+/// other names.
+///
+/// ```
+/// use tower_lock::key::{self, KeyExtractor};
+///
+/// let tenant = key::header("x-tenant").prefix("tenant:");
+/// let req = http::Request::post("/jobs").header("x-tenant", "acme").body(()).unwrap();
+/// let keys = tenant.extract(&req).unwrap();
+/// assert_eq!(keys.iter().next().map(|k| k.as_str()), Some("tenant:acme"));
+/// ```
+pub fn header(name: impl Into<String>) -> Header {
+    Header {
+        name: name.into(),
+        required: false,
+    }
+}
+
+/// Any closure of the request as an extractor. It may return `Option<String>` (`None` lets the
+/// request through), a `String`, a `Vec` of names (a composite key), or a `Result` of those with a
+/// [`KeyError`] (400 Bad Request): see [`IntoKeys`].
+///
+/// ```
+/// use tower_lock::key::{self, KeyExtractor, RequestView};
+///
+/// // lock the source and the target account of a transfer
+/// let transfer = key::from_fn(|req: &dyn RequestView| {
+///     let from = req.header_str("x-from")?;
+///     let to = req.header_str("x-to")?;
+///     Some(vec![format!("account:{from}"), format!("account:{to}")])
+/// });
+/// let req = http::Request::post("/transfers")
+///     .header("x-from", "2")
+///     .header("x-to", "1")
+///     .body(())
+///     .unwrap();
+/// let names: Vec<String> = transfer.extract(&req).unwrap().into_sorted().iter().map(|k| k.to_string()).collect();
+/// assert_eq!(names, ["account:1", "account:2"]);
+/// ```
+pub fn from_fn<F, R>(f: F) -> FromFn<F>
+where
+    F: Fn(&dyn RequestView) -> R + Send + Sync + 'static,
+    R: IntoKeys,
+{
+    FromFn(f)
+}
 
 /// The longest lock name accepted, in bytes. Longer names are rejected with [`KeyError::TooLong`];
 /// names that are merely long are stored under a hash by the Redis backend.

@@ -34,6 +34,7 @@ mod backend;
 mod error;
 mod guard;
 pub mod key;
+pub mod layer;
 mod manager;
 mod options;
 mod waiters;
@@ -43,6 +44,7 @@ mod watchdog;
 pub use backend::redis::RedisPool;
 pub use error::{BoxError, KeyError, LockError};
 pub use guard::{LockGuard, LockInfo};
+pub use layer::{HeldLocks, LockLayer, LockService, OnLeaseLost, RejectReason, Rejection};
 pub use manager::{
     LockManager, LockManagerBuilder, LockOwner, DEFAULT_COMMAND_TIMEOUT, DEFAULT_FAIR_EVICTION,
     DEFAULT_LEASE,

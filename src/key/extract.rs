@@ -1,0 +1,350 @@
+//! `KeyExtractor`: how a request names the locks it needs, and the combinators every extractor has.
+
+use std::sync::Arc;
+
+use super::view::RequestView;
+use super::LockKey;
+use crate::error::KeyError;
+
+/// The lock names one request needs: none (the request passes through without a lock), one, or
+/// several (acquired in sorted order, so that two requests needing the same pair never deadlock).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Keys(Vec<LockKey>);
+
+impl Keys {
+    /// No lock: the request passes through.
+    pub fn none() -> Self {
+        Keys(Vec::new())
+    }
+
+    /// One lock.
+    pub fn one(key: LockKey) -> Self {
+        Keys(vec![key])
+    }
+
+    /// Add a lock.
+    pub fn push(&mut self, key: LockKey) {
+        self.0.push(key);
+    }
+
+    /// True when the request needs no lock.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// How many names (duplicates included).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The names, in the order they were added.
+    pub fn iter(&self) -> impl Iterator<Item = &LockKey> {
+        self.0.iter()
+    }
+
+    /// The names in the order they must be acquired: sorted, without duplicates.
+    pub fn into_sorted(mut self) -> Vec<LockKey> {
+        self.0.sort_unstable();
+        self.0.dedup();
+        self.0
+    }
+}
+
+impl From<LockKey> for Keys {
+    fn from(key: LockKey) -> Self {
+        Keys::one(key)
+    }
+}
+
+impl FromIterator<LockKey> for Keys {
+    fn from_iter<I: IntoIterator<Item = LockKey>>(iter: I) -> Self {
+        Keys(iter.into_iter().collect())
+    }
+}
+
+impl IntoIterator for Keys {
+    type Item = LockKey;
+    type IntoIter = std::vec::IntoIter<LockKey>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+/// What a [`from_fn`](super::from_fn) closure may return: `Option<String>` (the common case; `None`
+/// passes the request through), a `String`, a `Vec` of names, a [`Keys`], or a `Result` of any of
+/// these with a [`KeyError`] (answered with 400 Bad Request).
+pub trait IntoKeys {
+    /// Validate the names.
+    fn into_keys(self) -> Result<Keys, KeyError>;
+}
+
+impl IntoKeys for Keys {
+    fn into_keys(self) -> Result<Keys, KeyError> {
+        Ok(self)
+    }
+}
+
+impl IntoKeys for LockKey {
+    fn into_keys(self) -> Result<Keys, KeyError> {
+        Ok(Keys::one(self))
+    }
+}
+
+impl IntoKeys for String {
+    fn into_keys(self) -> Result<Keys, KeyError> {
+        LockKey::new(self).map(Keys::one)
+    }
+}
+
+impl IntoKeys for &'static str {
+    fn into_keys(self) -> Result<Keys, KeyError> {
+        LockKey::new(self).map(Keys::one)
+    }
+}
+
+impl<T: IntoKeys> IntoKeys for Option<T> {
+    fn into_keys(self) -> Result<Keys, KeyError> {
+        self.map_or_else(|| Ok(Keys::none()), IntoKeys::into_keys)
+    }
+}
+
+impl<T: IntoKeys> IntoKeys for Vec<T> {
+    fn into_keys(self) -> Result<Keys, KeyError> {
+        let mut keys = Keys::none();
+        for item in self {
+            keys.0.extend(item.into_keys()?.0);
+        }
+        Ok(keys)
+    }
+}
+
+impl<T: IntoKeys> IntoKeys for Result<T, KeyError> {
+    fn into_keys(self) -> Result<Keys, KeyError> {
+        self.and_then(IntoKeys::into_keys)
+    }
+}
+
+/// Derives the lock names of a request from a [`RequestView`]. Runs synchronously in the service's
+/// `call`, once per request, so it should be cheap: look at the method, path and headers, never at
+/// the body.
+///
+/// `Ok` with no names lets the request through without a lock; `Err` rejects it (400 Bad Request,
+/// or gRPC `INVALID_ARGUMENT`).
+///
+/// ```
+/// use tower_lock::key::{self, KeyExtractor, RequestView};
+///
+/// // lock an account for every write, and the tenant named by a header as well
+/// let extractor = key::pattern("/accounts/{id}")
+///     .and(key::header("x-tenant").prefix("tenant:"))
+///     .skip_methods(["GET", "HEAD"]);
+///
+/// let put = http::Request::put("/accounts/42/orders").header("x-tenant", "acme").body(()).unwrap();
+/// let names: Vec<String> = extractor.extract(&put).unwrap().iter().map(|k| k.to_string()).collect();
+/// assert_eq!(names, ["accounts/42", "tenant:acme"]);
+///
+/// let get = http::Request::get("/accounts/42").body(()).unwrap();
+/// assert!(extractor.extract(&get).unwrap().is_empty());
+/// ```
+pub trait KeyExtractor: Send + Sync + 'static {
+    /// The lock names `req` needs.
+    fn extract(&self, req: &dyn RequestView) -> Result<Keys, KeyError>;
+
+    /// Lock only requests whose method is one of `methods` (compared upper case, e.g.
+    /// `["PUT", "POST", "PATCH", "DELETE"]`); the others pass through without a lock.
+    fn only_methods<I, M>(self, methods: I) -> Methods<Self>
+    where
+        Self: Sized,
+        I: IntoIterator<Item = M>,
+        M: AsRef<str>,
+    {
+        Methods::new(self, methods, true)
+    }
+
+    /// Lock every request except those whose method is one of `methods` (e.g. `["GET", "HEAD"]`
+    /// for "reads do not lock"); those pass through without a lock.
+    fn skip_methods<I, M>(self, methods: I) -> Methods<Self>
+    where
+        Self: Sized,
+        I: IntoIterator<Item = M>,
+        M: AsRef<str>,
+    {
+        Methods::new(self, methods, false)
+    }
+
+    /// Lock the names of both extractors (a composite key: all of them, acquired in sorted order).
+    fn and<E: KeyExtractor>(self, other: E) -> Both<Self, E>
+    where
+        Self: Sized,
+    {
+        Both(self, other)
+    }
+
+    /// Put `prefix` before every name, to keep names from different sources apart (a header value
+    /// `accounts/42` must not lock the same thing as the path `/accounts/42` unless you mean it).
+    fn prefix(self, prefix: impl Into<String>) -> Prefixed<Self>
+    where
+        Self: Sized,
+    {
+        Prefixed {
+            inner: self,
+            prefix: prefix.into(),
+        }
+    }
+}
+
+impl<E: KeyExtractor + ?Sized> KeyExtractor for Box<E> {
+    fn extract(&self, req: &dyn RequestView) -> Result<Keys, KeyError> {
+        (**self).extract(req)
+    }
+}
+
+impl<E: KeyExtractor + ?Sized> KeyExtractor for Arc<E> {
+    fn extract(&self, req: &dyn RequestView) -> Result<Keys, KeyError> {
+        (**self).extract(req)
+    }
+}
+
+/// An extractor that only locks some methods: see [`KeyExtractor::only_methods`] and
+/// [`KeyExtractor::skip_methods`].
+#[derive(Debug, Clone)]
+pub struct Methods<E> {
+    inner: E,
+    methods: Vec<String>,
+    /// Lock the listed methods (true) or every method but them (false).
+    listed_lock: bool,
+}
+
+impl<E> Methods<E> {
+    fn new<I, M>(inner: E, methods: I, listed_lock: bool) -> Self
+    where
+        I: IntoIterator<Item = M>,
+        M: AsRef<str>,
+    {
+        Methods {
+            inner,
+            methods: methods
+                .into_iter()
+                .map(|m| m.as_ref().to_ascii_uppercase())
+                .collect(),
+            listed_lock,
+        }
+    }
+}
+
+impl<E: KeyExtractor> KeyExtractor for Methods<E> {
+    fn extract(&self, req: &dyn RequestView) -> Result<Keys, KeyError> {
+        let method = req.method();
+        let listed = self.methods.iter().any(|m| m == method);
+        if listed == self.listed_lock {
+            self.inner.extract(req)
+        } else {
+            Ok(Keys::none())
+        }
+    }
+}
+
+/// The names of two extractors together: see [`KeyExtractor::and`].
+#[derive(Debug, Clone)]
+pub struct Both<A, B>(A, B);
+
+impl<A: KeyExtractor, B: KeyExtractor> KeyExtractor for Both<A, B> {
+    fn extract(&self, req: &dyn RequestView) -> Result<Keys, KeyError> {
+        let mut keys = self.0.extract(req)?;
+        keys.0.extend(self.1.extract(req)?.0);
+        Ok(keys)
+    }
+}
+
+/// Names with a prefix: see [`KeyExtractor::prefix`].
+#[derive(Debug, Clone)]
+pub struct Prefixed<E> {
+    inner: E,
+    prefix: String,
+}
+
+impl<E: KeyExtractor> KeyExtractor for Prefixed<E> {
+    fn extract(&self, req: &dyn RequestView) -> Result<Keys, KeyError> {
+        self.inner
+            .extract(req)?
+            .into_iter()
+            .map(|key| LockKey::new(format!("{}{}", self.prefix, key.as_str())))
+            .collect()
+    }
+}
+
+/// A closure as an extractor: see [`from_fn`](super::from_fn).
+#[derive(Clone)]
+pub struct FromFn<F>(pub(super) F);
+
+impl<F> std::fmt::Debug for FromFn<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FromFn")
+    }
+}
+
+impl<F, R> KeyExtractor for FromFn<F>
+where
+    F: Fn(&dyn RequestView) -> R + Send + Sync + 'static,
+    R: IntoKeys,
+{
+    fn extract(&self, req: &dyn RequestView) -> Result<Keys, KeyError> {
+        (self.0)(req).into_keys()
+    }
+}
+
+/// The value of a header as the lock name: see [`header`](super::header).
+#[derive(Debug, Clone)]
+pub struct Header {
+    pub(super) name: String,
+    pub(super) required: bool,
+}
+
+impl Header {
+    /// Reject requests without the header (400 Bad Request) instead of letting them through.
+    pub fn required(mut self) -> Self {
+        self.required = true;
+        self
+    }
+}
+
+impl KeyExtractor for Header {
+    fn extract(&self, req: &dyn RequestView) -> Result<Keys, KeyError> {
+        let Some(value) = req.header(&self.name) else {
+            if self.required {
+                return Err(KeyError::Extract(format!(
+                    "header {} is missing",
+                    self.name
+                )));
+            }
+            return Ok(Keys::none());
+        };
+        let value = std::str::from_utf8(value)
+            .map_err(|_| KeyError::Extract(format!("header {} is not UTF-8", self.name)))?
+            .trim();
+        if value.is_empty() {
+            return Err(KeyError::Extract(format!("header {} is empty", self.name)));
+        }
+        LockKey::new(value).map(Keys::one)
+    }
+}
+
+/// The whole request path as the lock name: see [`path`](super::path).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Path;
+
+impl KeyExtractor for Path {
+    fn extract(&self, req: &dyn RequestView) -> Result<Keys, KeyError> {
+        let path = req.path();
+        let mut name = String::with_capacity(path.len().max(1));
+        for segment in super::canonical::segments(path) {
+            name.push('/');
+            super::canonical::push_segment(segment, &mut name);
+        }
+        if name.is_empty() {
+            name.push('/');
+        }
+        LockKey::new(name).map(Keys::one)
+    }
+}

@@ -1,0 +1,52 @@
+//! The layer's metrics, through the `metrics` facade (feature `metrics`; without it every call here
+//! compiles to nothing):
+//!
+//! - `tower_lock_wait_seconds` (histogram): time from the start of an acquisition to holding every
+//!   lock of the request;
+//! - `tower_lock_hold_seconds` (histogram): time the locks of a request were held;
+//! - `tower_lock_rejections_total` (counter, label `reason`: `timeout`, `busy`, ...): requests the
+//!   layer answered itself;
+//! - `tower_lock_lease_lost_total` (counter): requests whose lease was lost while they held it;
+//! - `tower_lock_waiters` (gauge): requests of this process acquiring a lock right now.
+
+use std::time::Duration;
+
+use super::reject::RejectReason;
+
+/// Counts one request in `tower_lock_waiters` for as long as it lives.
+pub(crate) struct Waiting(());
+
+impl Waiting {
+    pub(crate) fn start() -> Self {
+        #[cfg(feature = "metrics")]
+        metrics::gauge!("tower_lock_waiters").increment(1.0);
+        Waiting(())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        #[cfg(feature = "metrics")]
+        metrics::gauge!("tower_lock_waiters").decrement(1.0);
+    }
+}
+
+pub(crate) fn waited(_elapsed: Duration) {
+    #[cfg(feature = "metrics")]
+    metrics::histogram!("tower_lock_wait_seconds").record(_elapsed.as_secs_f64());
+}
+
+pub(crate) fn held(_elapsed: Duration, _lost: bool) {
+    #[cfg(feature = "metrics")]
+    {
+        metrics::histogram!("tower_lock_hold_seconds").record(_elapsed.as_secs_f64());
+        if _lost {
+            metrics::counter!("tower_lock_lease_lost_total").increment(1);
+        }
+    }
+}
+
+pub(crate) fn rejected(_reason: RejectReason) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("tower_lock_rejections_total", "reason" => _reason.as_str()).increment(1);
+}

@@ -1,0 +1,284 @@
+//! The Tower middleware: [`LockLayer`] runs each request under the locks its key extractor names.
+//!
+//! It works wherever a tower layer does: axum's `Router::layer` and `route_layer`, tonic's
+//! `Server::builder().layer(..)`, hyper services and `tower::ServiceBuilder`.
+//!
+//! For each request the service derives the lock names synchronously in `call` (no name: the request
+//! passes through untouched); its future acquires them in sorted order, then waits for the inner
+//! service to be ready and calls it, and releases the locks when the response is ready (or, with
+//! [`LockLayer::hold_until_body_end`], when its body ends). The layer answers some requests itself
+//! — never with an error, so it fits axum's `Infallible` services:
+//!
+//! | what happened | HTTP | gRPC (trailers-only) |
+//! |---|---|---|
+//! | no usable lock name ([`RejectReason::InvalidKey`]) | 400 | `INVALID_ARGUMENT` |
+//! | the wait timed out ([`RejectReason::Timeout`]) | 503 + `Retry-After` | `UNAVAILABLE` |
+//! | busy in no-wait mode ([`RejectReason::Busy`]) | 409 + `Retry-After` | `ABORTED` |
+//! | too many waiters ([`RejectReason::TooManyWaiters`]) | 503 + `Retry-After` | `UNAVAILABLE` |
+//! | backend unreachable ([`RejectReason::Unavailable`]) | 503 + `Retry-After` | `UNAVAILABLE` |
+//! | lease lost, abort policy ([`RejectReason::LeaseLost`]) | 503 + `Retry-After` | `ABORTED` |
+//! | anything else ([`RejectReason::Failed`]) | 500 | `INTERNAL` |
+//!
+//! [`LockLayer::reject_with`] replaces these responses. A gRPC request's `grpc-timeout` caps the wait.
+//!
+//! The handler finds in the request's extensions the [`LockOwner`] of the request (acquire through
+//! it to re-enter the same locks; nested lock layers reuse it too), a [`LockInfo`] for the lock (key,
+//! fencing token, lost signal; the first lock when there are several) and [`HeldLocks`], every lock
+//! held for the request by every lock layer so far.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use tower::{service_fn, ServiceBuilder, ServiceExt};
+//! use tower_lock::key::{self, KeyExtractor};
+//! use tower_lock::{LockInfo, LockLayer, LockManager, LockOptions};
+//!
+//! let manager = LockManager::memory();
+//! let service = ServiceBuilder::new()
+//!     .layer(
+//!         LockLayer::new(manager.clone(), key::pattern("/accounts/{id}").skip_methods(["GET"]))
+//!             .options(LockOptions::exclusive().wait_timeout(Duration::from_secs(5))),
+//!     )
+//!     .service(service_fn(|req: http::Request<String>| async move {
+//!         let token = req.extensions().get::<LockInfo>().map(|info| info.fencing_token());
+//!         Ok::<_, std::convert::Infallible>(http::Response::new(format!("{token:?}")))
+//!     }));
+//!
+//! let req = http::Request::put("/accounts/42/orders").body(String::new())?;
+//! let response = service.oneshot(req).await?;
+//! assert_eq!(response.status(), 200);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`LockOwner`]: crate::LockOwner
+//! [`LockInfo`]: crate::LockInfo
+
+mod body;
+mod future;
+mod metrics;
+mod policy;
+mod reject;
+mod service;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tower_layer::Layer;
+
+pub use body::{LeaseLostError, LockBody};
+pub use future::ResponseFuture;
+pub use policy::{OnLeaseLost, DEFAULT_RETRY_AFTER, DEFAULT_WAIT_TIMEOUT};
+pub use reject::{RejectReason, Rejection};
+pub use service::LockService;
+
+use policy::{Policy, Wait, WaitCounts};
+
+use crate::guard::LockInfo;
+use crate::key::KeyExtractor;
+use crate::manager::LockManager;
+use crate::options::{LockOptions, Mode};
+
+/// Runs each request under the locks that its key extractor derives from it: see the [module
+/// docs](self).
+///
+/// Defaults: exclusive locks kept by the manager's watchdog, a wait of at most
+/// [`DEFAULT_WAIT_TIMEOUT`] (10 s), no limit on waiters, locks released when the response head is
+/// ready, the handler left running if its lease is lost, `Retry-After: 1`.
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_lock::{key, LockLayer, LockManager, LockOptions, OnLeaseLost};
+///
+/// let layer = LockLayer::new(LockManager::memory(), key::pattern("/accounts/{id}"))
+///     .options(LockOptions::exclusive().wait_timeout(Duration::from_secs(5)))
+///     .max_waiters(100)
+///     .on_lease_lost(OnLeaseLost::Abort);
+/// ```
+pub struct LockLayer<K> {
+    manager: LockManager,
+    extractor: Arc<K>,
+    policy: Arc<Policy>,
+}
+
+impl<K> Clone for LockLayer<K> {
+    fn clone(&self) -> Self {
+        LockLayer {
+            manager: self.manager.clone(),
+            extractor: self.extractor.clone(),
+            policy: self.policy.clone(),
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for LockLayer<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockLayer")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: KeyExtractor> LockLayer<K> {
+    /// Lock what `extractor` names in each request, through `manager` (one per process, shared by
+    /// every layer: nested layers re-enter locks through the request's one owner).
+    pub fn new(manager: LockManager, extractor: K) -> Self {
+        LockLayer {
+            manager,
+            extractor: Arc::new(extractor),
+            policy: Arc::new(Policy::default()),
+        }
+    }
+
+    fn with(mut self, change: impl FnOnce(&mut Policy)) -> Self {
+        change(Arc::make_mut(&mut self.policy));
+        self
+    }
+
+    /// Take the mode and the lease from `opts`, and its wait timeout if it sets one (a layer never
+    /// waits forever by accident: without a timeout in `opts` the layer keeps its own, 10 s by
+    /// default; call [`wait_forever`](Self::wait_forever) to mean it).
+    pub fn options(self, opts: LockOptions) -> Self {
+        self.with(|policy| {
+            if let Some(timeout) = opts.wait_timeout_value() {
+                policy.wait = Wait::For(timeout);
+            }
+            policy.lock = opts.wait_forever();
+        })
+    }
+
+    /// Exclusive (the default) or fair (FIFO) locks.
+    pub fn mode(self, mode: Mode) -> Self {
+        self.with(|policy| policy.lock = policy.lock.mode(mode))
+    }
+
+    /// Wait at most `timeout` for a busy lock (all the locks of a request together), then answer
+    /// 503 with `Retry-After`. Default [`DEFAULT_WAIT_TIMEOUT`].
+    pub fn wait_timeout(self, timeout: Duration) -> Self {
+        self.with(|policy| policy.wait = Wait::For(timeout))
+    }
+
+    /// Wait as long as it takes (a gRPC deadline still caps the wait).
+    pub fn wait_forever(self) -> Self {
+        self.with(|policy| policy.wait = Wait::Forever)
+    }
+
+    /// Try mode: never wait. A request whose lock is busy is answered 409 Conflict with
+    /// `Retry-After` (gRPC `ABORTED`) at once.
+    pub fn no_wait(self) -> Self {
+        self.with(|policy| policy.wait = Wait::Never)
+    }
+
+    /// Hold each lock for a fixed `lease` instead of letting the manager's watchdog renew it: the
+    /// lock frees itself `lease` after it was taken, whatever the handler does. Pair it with
+    /// [`OnLeaseLost::Abort`] to stop handlers that outlive their lease.
+    pub fn lease(self, lease: Duration) -> Self {
+        self.with(|policy| policy.lock = policy.lock.lease(lease))
+    }
+
+    /// Let the manager's watchdog keep the leases (the default).
+    pub fn watchdog_lease(self) -> Self {
+        self.with(|policy| policy.lock = policy.lock.watchdog_lease())
+    }
+
+    /// What to do when a lease is lost while the handler runs (default [`OnLeaseLost::Continue`]).
+    pub fn on_lease_lost(self, on_lease_lost: OnLeaseLost) -> Self {
+        self.with(|policy| policy.on_lease_lost = on_lease_lost)
+    }
+
+    /// Let at most `max` requests of this process wait for the same lock through this layer (and
+    /// its clones); more are answered at once with 503 and `Retry-After` (gRPC `UNAVAILABLE`).
+    /// A request that finds its lock free never counts. Default: no limit.
+    pub fn max_waiters(self, max: usize) -> Self {
+        self.with(|policy| policy.max_waiters = Some((max, Arc::new(WaitCounts::default()))))
+    }
+
+    /// Keep the locks until the response body has been sent (or fails, or is dropped), not only
+    /// until the response head is ready: for handlers that stream what they read under the lock.
+    pub fn hold_until_body_end(self) -> Self {
+        self.with(|policy| policy.hold_body = true)
+    }
+
+    /// The `Retry-After` of rejections that invite a retry (default [`DEFAULT_RETRY_AFTER`]: 1 s;
+    /// sent in whole seconds, rounded up).
+    pub fn retry_after(self, after: Duration) -> Self {
+        self.with(|policy| policy.retry_after = after)
+    }
+
+    /// Answer rejected requests with `reject`'s response instead of the default one (which
+    /// [`Rejection::default_response`] still builds, to start from).
+    ///
+    /// ```
+    /// use tower_lock::{key, LockLayer, LockManager, RejectReason};
+    ///
+    /// let layer = LockLayer::new(LockManager::memory(), key::path()).reject_with(|rejection| {
+    ///     let mut response = rejection.default_response();
+    ///     if rejection.reason() == RejectReason::Busy && !rejection.is_grpc() {
+    ///         *response.status_mut() = http::StatusCode::LOCKED; // 423 instead of 409
+    ///     }
+    ///     response
+    /// });
+    /// ```
+    pub fn reject_with<F>(self, reject: F) -> Self
+    where
+        F: Fn(&Rejection) -> http::Response<Bytes> + Send + Sync + 'static,
+    {
+        self.with(|policy| policy.reject = Some(Arc::new(reject)))
+    }
+
+    /// The lock options each acquisition uses (mode and lease; the wait is the layer's).
+    pub fn lock_options(&self) -> LockOptions {
+        self.policy.lock
+    }
+}
+
+impl<S, K> Layer<S> for LockLayer<K> {
+    type Service = LockService<S, K>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        LockService::new(
+            inner,
+            self.manager.clone(),
+            self.extractor.clone(),
+            self.policy.clone(),
+        )
+    }
+}
+
+/// Every lock held for a request by the lock layers it went through, outermost first (a request
+/// extension; [`LockInfo`] alone gives the innermost layer's first lock).
+#[derive(Debug, Clone, Default)]
+pub struct HeldLocks(Vec<LockInfo>);
+
+impl HeldLocks {
+    pub(crate) fn push(&mut self, info: LockInfo) {
+        self.0.push(info);
+    }
+
+    /// The locks, outermost layer first, each layer's in acquisition (sorted) order.
+    pub fn iter(&self) -> impl Iterator<Item = &LockInfo> {
+        self.0.iter()
+    }
+
+    /// The lock named `key`, if one is held.
+    pub fn get(&self, key: &str) -> Option<&LockInfo> {
+        self.0.iter().find(|info| info.key() == key)
+    }
+
+    /// How many holds (a re-entered lock counts once per layer).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when no lock is held.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// True when any of the leases is known lost.
+    pub fn any_lost(&self) -> bool {
+        self.0.iter().any(LockInfo::is_lost)
+    }
+}

@@ -1,0 +1,292 @@
+//! What a layer does for one request, independent of the web stack: how it waits, how many may wait,
+//! how it rejects, and the acquisition of a request's locks (in sorted order) into a [`Hold`].
+//! The actix-web adapter reuses all of it.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::metrics;
+use super::reject::{RejectReason, Rejection};
+use crate::guard::{LockGuard, LockInfo};
+use crate::key::LockKey;
+use crate::manager::LockOwner;
+use crate::options::LockOptions;
+
+pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// A custom rejection response.
+pub(crate) type RejectFn = Arc<dyn Fn(&Rejection) -> http::Response<Bytes> + Send + Sync>;
+
+/// The default wait timeout of a layer: long enough for a queue of short handlers, short enough that
+/// a client is told "try again" before it gives up on its own.
+pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The default `Retry-After` of rejections.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// What the layer does when a request's lease is lost while its handler runs (the watchdog found the
+/// lock gone or could not renew it, or a fixed lease ran out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OnLeaseLost {
+    /// Let the handler finish; it can watch [`LockInfo::lost`] itself and should pass the fencing
+    /// token to its storage. The default.
+    #[default]
+    Continue,
+    /// Drop the handler's future at once (cancelling it at its next `.await`) and answer 503 (gRPC
+    /// `ABORTED`). With [`LockLayer::hold_until_body_end`](super::LockLayer::hold_until_body_end),
+    /// a loss while the body streams ends the body with an error.
+    Abort,
+}
+
+/// How a layer waits for a busy lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    For(Duration),
+    Forever,
+    /// Try mode: never wait.
+    Never,
+}
+
+/// The options of one layer, shared by every service it makes.
+#[derive(Clone)]
+pub(crate) struct Policy {
+    /// Mode and lease (the wait timeout is set per request from `wait`).
+    pub(crate) lock: LockOptions,
+    pub(crate) wait: Wait,
+    pub(crate) on_lease_lost: OnLeaseLost,
+    pub(crate) max_waiters: Option<(usize, Arc<WaitCounts>)>,
+    pub(crate) hold_body: bool,
+    pub(crate) retry_after: Duration,
+    pub(crate) reject: Option<RejectFn>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            lock: LockOptions::exclusive(),
+            wait: Wait::For(DEFAULT_WAIT_TIMEOUT),
+            on_lease_lost: OnLeaseLost::Continue,
+            max_waiters: None,
+            hold_body: false,
+            retry_after: DEFAULT_RETRY_AFTER,
+            reject: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("lock", &self.lock)
+            .field("wait", &self.wait)
+            .field("on_lease_lost", &self.on_lease_lost)
+            .field(
+                "max_waiters",
+                &self.max_waiters.as_ref().map(|(max, _)| max),
+            )
+            .field("hold_body", &self.hold_body)
+            .field("retry_after", &self.retry_after)
+            .field("custom_reject", &self.reject.is_some())
+            .finish()
+    }
+}
+
+impl Policy {
+    /// The response for `rejection`, counted in the metrics.
+    pub(crate) fn respond(&self, mut rejection: Rejection, grpc: bool) -> http::Response<Bytes> {
+        rejection.set_context(self.retry_after, grpc);
+        metrics::rejected(rejection.reason());
+        match rejection.reason() {
+            RejectReason::Unavailable | RejectReason::Failed => {
+                tracing::warn!(%rejection, "request rejected by the lock layer");
+            }
+            _ => tracing::debug!(%rejection, "request rejected by the lock layer"),
+        }
+        match &self.reject {
+            Some(reject) => reject(&rejection),
+            None => rejection.default_response(),
+        }
+    }
+
+    /// Acquire every lock in `keys` (sorted, without duplicates) for `owner`, waiting at most until
+    /// the layer's wait timeout or `cap` (a gRPC deadline), whichever is shorter.
+    pub(crate) async fn acquire(
+        self: Arc<Self>,
+        owner: LockOwner,
+        keys: Vec<LockKey>,
+        cap: Option<Duration>,
+    ) -> Result<Hold, Rejection> {
+        let started = Instant::now();
+        let _waiting = metrics::Waiting::start();
+        let wait = match (self.wait, cap) {
+            (Wait::Never, _) => Wait::Never,
+            (Wait::For(timeout), Some(cap)) => Wait::For(timeout.min(cap)),
+            (Wait::Forever, Some(cap)) => Wait::For(cap),
+            (wait, None) => wait,
+        };
+        let deadline = match wait {
+            Wait::For(timeout) => Some(started + timeout),
+            _ => None,
+        };
+        let mut guards = Vec::with_capacity(keys.len());
+        for key in &keys {
+            let guard = match deadline {
+                _ if wait == Wait::Never => self.try_once(&owner, key).await?,
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    self.wait_for(&owner, key, self.lock.wait_timeout(left))
+                        .await?
+                }
+                None => self.wait_for(&owner, key, self.lock.wait_forever()).await?,
+            };
+            guards.push(guard);
+        }
+        metrics::waited(started.elapsed());
+        Ok(Hold::new(guards))
+    }
+
+    async fn try_once(&self, owner: &LockOwner, key: &LockKey) -> Result<LockGuard, Rejection> {
+        match owner.try_acquire(key.as_str(), &self.lock).await {
+            Ok(Some(guard)) => Ok(guard),
+            Ok(None) => Err(busy(key, RejectReason::Busy)),
+            Err(err) => Err(Rejection::from_error(err)),
+        }
+    }
+
+    async fn wait_for(
+        &self,
+        owner: &LockOwner,
+        key: &LockKey,
+        opts: LockOptions,
+    ) -> Result<LockGuard, Rejection> {
+        let Some((max, counts)) = &self.max_waiters else {
+            return owner
+                .acquire(key.as_str(), &opts)
+                .await
+                .map_err(Rejection::from_error);
+        };
+        // Only requests that actually wait count against the limit: take a free lock first.
+        if let Some(guard) = owner
+            .try_acquire(key.as_str(), &opts)
+            .await
+            .map_err(Rejection::from_error)?
+        {
+            return Ok(guard);
+        }
+        let _slot = counts
+            .enter(key, *max)
+            .ok_or_else(|| busy(key, RejectReason::TooManyWaiters))?;
+        owner
+            .acquire(key.as_str(), &opts)
+            .await
+            .map_err(Rejection::from_error)
+    }
+}
+
+fn busy(key: &LockKey, reason: RejectReason) -> Rejection {
+    Rejection::new(reason, Some(key.as_str().to_owned()), None)
+}
+
+/// The requests of this process that wait for each lock through one layer.
+#[derive(Debug, Default)]
+pub(crate) struct WaitCounts {
+    counts: Mutex<HashMap<LockKey, usize>>,
+}
+
+impl WaitCounts {
+    /// Count one more waiter for `key`, unless `max` already wait.
+    fn enter(self: &Arc<Self>, key: &LockKey, max: usize) -> Option<WaitSlot> {
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let count = counts.entry(key.clone()).or_insert(0);
+        if *count >= max {
+            if *count == 0 {
+                counts.remove(key);
+            }
+            return None;
+        }
+        *count += 1;
+        Some(WaitSlot {
+            counts: self.clone(),
+            key: key.clone(),
+        })
+    }
+}
+
+/// One waiter counted in [`WaitCounts`] until dropped.
+struct WaitSlot {
+    counts: Arc<WaitCounts>,
+    key: LockKey,
+}
+
+impl Drop for WaitSlot {
+    fn drop(&mut self) {
+        let mut counts = self.counts.counts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = counts.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// The locks one request holds; dropping it releases them (in the background).
+pub(crate) struct Hold {
+    guards: Vec<LockGuard>,
+    since: Instant,
+}
+
+impl Hold {
+    fn new(guards: Vec<LockGuard>) -> Self {
+        Hold {
+            guards,
+            since: Instant::now(),
+        }
+    }
+
+    /// What handlers may know about each lock, in acquisition order.
+    pub(crate) fn infos(&self) -> impl Iterator<Item = LockInfo> + '_ {
+        self.guards.iter().map(LockGuard::info)
+    }
+
+    /// The first lock name, for messages.
+    pub(crate) fn first_key(&self) -> Option<String> {
+        self.guards.first().map(|guard| guard.key().to_owned())
+    }
+
+    /// Resolves when any of the leases is known lost.
+    pub(crate) fn lost(&self) -> BoxFuture<()> {
+        let infos: Vec<LockInfo> = self.infos().collect();
+        Box::pin(async move {
+            let losses = infos.iter().map(|info| Box::pin(info.lost()));
+            if infos.is_empty() {
+                return std::future::pending().await;
+            }
+            futures_util::future::select_all(losses).await;
+        })
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let lost = self.guards.iter().any(LockGuard::is_lost);
+        metrics::held(self.since.elapsed(), lost);
+    }
+}
+
+impl std::fmt::Debug for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hold")
+            .field(
+                "keys",
+                &self.guards.iter().map(LockGuard::key).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}

@@ -1,0 +1,296 @@
+//! Rejections: why the layer answered a request itself, and the HTTP or gRPC response it sends.
+
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::StatusCode;
+
+use crate::error::LockError;
+
+/// Why a request was answered by the layer instead of its handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RejectReason {
+    /// No usable lock name could be derived from the request (400; gRPC `INVALID_ARGUMENT`).
+    InvalidKey,
+    /// The lock stayed busy for the whole wait timeout, or the gRPC deadline (503 with `Retry-After`;
+    /// gRPC `UNAVAILABLE`).
+    Timeout,
+    /// The lock was busy and the layer is in no-wait mode (409 with `Retry-After`; gRPC `ABORTED`).
+    Busy,
+    /// Too many requests of this process already wait for this lock (503 with `Retry-After`; gRPC
+    /// `UNAVAILABLE`).
+    TooManyWaiters,
+    /// The lock backend could not be reached (503 with `Retry-After`; gRPC `UNAVAILABLE`).
+    Unavailable,
+    /// The lease was lost while the handler ran and the layer aborts on lease loss (503; gRPC
+    /// `ABORTED`).
+    LeaseLost,
+    /// The lock could not be taken for another reason, such as options the manager does not support
+    /// (500; gRPC `INTERNAL`).
+    Failed,
+}
+
+impl RejectReason {
+    /// A short, stable name (`"timeout"`, `"busy"`, ...), used as the metrics label.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RejectReason::InvalidKey => "invalid_key",
+            RejectReason::Timeout => "timeout",
+            RejectReason::Busy => "busy",
+            RejectReason::TooManyWaiters => "too_many_waiters",
+            RejectReason::Unavailable => "unavailable",
+            RejectReason::LeaseLost => "lease_lost",
+            RejectReason::Failed => "failed",
+        }
+    }
+
+    /// The HTTP status of the default response.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            RejectReason::InvalidKey => StatusCode::BAD_REQUEST,
+            RejectReason::Busy => StatusCode::CONFLICT,
+            RejectReason::Timeout
+            | RejectReason::TooManyWaiters
+            | RejectReason::Unavailable
+            | RejectReason::LeaseLost => StatusCode::SERVICE_UNAVAILABLE,
+            RejectReason::Failed => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The gRPC status code of the default gRPC response (`3` INVALID_ARGUMENT, `14` UNAVAILABLE,
+    /// `10` ABORTED, `13` INTERNAL).
+    pub fn grpc_code(&self) -> u8 {
+        match self {
+            RejectReason::InvalidKey => 3,
+            RejectReason::Timeout | RejectReason::TooManyWaiters | RejectReason::Unavailable => 14,
+            RejectReason::Busy | RejectReason::LeaseLost => 10,
+            RejectReason::Failed => 13,
+        }
+    }
+
+    fn message(&self) -> &'static str {
+        match self {
+            RejectReason::InvalidKey => "cannot derive a lock key from the request",
+            RejectReason::Timeout => "timed out waiting for a lock",
+            RejectReason::Busy => "the resource is locked by another request",
+            RejectReason::TooManyWaiters => "too many requests are waiting for this lock",
+            RejectReason::Unavailable => "the lock service is unavailable",
+            RejectReason::LeaseLost => "the lock was lost while the request ran",
+            RejectReason::Failed => "the lock could not be taken",
+        }
+    }
+}
+
+impl fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+/// A request the layer answered itself: the reason, the lock concerned, the cause, and whether the
+/// request was gRPC. A custom rejection handler ([`LockLayer::reject_with`](super::LockLayer::reject_with))
+/// receives one and may start from [`Rejection::default_response`].
+#[derive(Debug)]
+pub struct Rejection {
+    reason: RejectReason,
+    key: Option<String>,
+    error: Option<LockError>,
+    retry_after: Option<Duration>,
+    grpc: bool,
+}
+
+impl Rejection {
+    pub(crate) fn new(reason: RejectReason, key: Option<String>, error: Option<LockError>) -> Self {
+        Rejection {
+            reason,
+            key,
+            error,
+            retry_after: None,
+            grpc: false,
+        }
+    }
+
+    /// Reject for `error` (the key is taken from it).
+    pub(crate) fn from_error(error: LockError) -> Self {
+        let reason = match &error {
+            LockError::InvalidKey(_) => RejectReason::InvalidKey,
+            LockError::Timeout { .. } => RejectReason::Timeout,
+            LockError::Unavailable { .. } => RejectReason::Unavailable,
+            _ => RejectReason::Failed,
+        };
+        let key = error.key().map(str::to_owned);
+        Rejection::new(reason, key, Some(error))
+    }
+
+    pub(crate) fn set_context(&mut self, retry_after: Duration, grpc: bool) {
+        self.grpc = grpc;
+        self.retry_after = match self.reason {
+            RejectReason::InvalidKey | RejectReason::Failed => None,
+            _ => Some(retry_after),
+        };
+    }
+
+    /// Why the request was rejected.
+    pub fn reason(&self) -> RejectReason {
+        self.reason
+    }
+
+    /// The lock name concerned, when one was derived.
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+
+    /// The lock error behind the rejection, if any.
+    pub fn error(&self) -> Option<&LockError> {
+        self.error.as_ref()
+    }
+
+    /// The `Retry-After` the default response carries (none for 400 and 500).
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// True when the request was gRPC (its `content-type` starts with `application/grpc`).
+    pub fn is_grpc(&self) -> bool {
+        self.grpc
+    }
+
+    /// The response the layer sends unless told otherwise. HTTP: the reason's status, a
+    /// `Retry-After` in whole seconds (rounded up), and a one-line plain-text body. gRPC: a
+    /// trailers-only response (HTTP 200, `grpc-status` and `grpc-message` in the headers, no body).
+    pub fn default_response(&self) -> http::Response<Bytes> {
+        let message = match &self.key {
+            Some(key) => format!("{}: {key}", self.reason),
+            None => self.reason.to_string(),
+        };
+        let mut response = if self.grpc {
+            let mut response = http::Response::new(Bytes::new());
+            let headers = response.headers_mut();
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+            headers.insert(
+                "grpc-status",
+                HeaderValue::from(u16::from(self.reason.grpc_code())),
+            );
+            if let Ok(value) = HeaderValue::from_str(&grpc_message(&message)) {
+                headers.insert("grpc-message", value);
+            }
+            response
+        } else {
+            let mut response = http::Response::new(Bytes::from(message + "\n"));
+            *response.status_mut() = self.reason.status();
+            response.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            response
+        };
+        if let Some(after) = self.retry_after {
+            let seconds = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+        }
+        response
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.error, &self.key) {
+            (Some(error), _) => write!(f, "{}: {error}", self.reason),
+            (None, Some(key)) => write!(f, "{}: {key}", self.reason),
+            (None, None) => write!(f, "{}", self.reason),
+        }
+    }
+}
+
+/// gRPC messages are percent-encoded: everything outside printable ASCII, and `%` itself.
+fn grpc_message(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    for byte in message.bytes() {
+        if (0x20..0x7f).contains(&byte) && byte != b'%' {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// True for gRPC requests (including gRPC-Web): their content type starts with `application/grpc`.
+pub(crate) fn is_grpc(content_type: Option<&[u8]>) -> bool {
+    content_type.is_some_and(|value| value.starts_with(b"application/grpc"))
+}
+
+/// The deadline a gRPC client sent in `grpc-timeout`: 1 to 8 digits and a unit (`H`, `M`, `S`, `m`,
+/// `u`, `n`). `None` when absent or malformed.
+pub(crate) fn grpc_timeout(value: Option<&[u8]>) -> Option<Duration> {
+    let value = value?;
+    let (&unit, digits) = value.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let amount: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(match unit {
+        b'H' => Duration::from_secs(amount * 3600),
+        b'M' => Duration::from_secs(amount * 60),
+        b'S' => Duration::from_secs(amount),
+        b'm' => Duration::from_millis(amount),
+        b'u' => Duration::from_micros(amount),
+        b'n' => Duration::from_nanos(amount),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_grpc_timeouts() {
+        assert_eq!(
+            grpc_timeout(Some(b"100m")),
+            Some(Duration::from_millis(100))
+        );
+        assert_eq!(grpc_timeout(Some(b"2S")), Some(Duration::from_secs(2)));
+        assert_eq!(grpc_timeout(Some(b"1H")), Some(Duration::from_secs(3600)));
+        assert_eq!(grpc_timeout(Some(b"5n")), Some(Duration::from_nanos(5)));
+        assert_eq!(grpc_timeout(Some(b"123456789S")), None, "at most 8 digits");
+        assert_eq!(grpc_timeout(Some(b"10x")), None);
+        assert_eq!(grpc_timeout(Some(b"S")), None);
+        assert_eq!(grpc_timeout(None), None);
+    }
+
+    #[test]
+    fn http_rejections_carry_status_and_retry_after() {
+        let mut busy = Rejection::new(RejectReason::Busy, Some("accounts/42".into()), None);
+        busy.set_context(Duration::from_millis(1500), false);
+        let response = busy.default_response();
+        assert_eq!(response.status(), StatusCode::CONFLICT);
+        assert_eq!(response.headers()[RETRY_AFTER], "2");
+        assert!(String::from_utf8_lossy(response.body()).contains("accounts/42"));
+
+        let mut bad = Rejection::new(RejectReason::InvalidKey, None, None);
+        bad.set_context(Duration::from_secs(1), false);
+        let response = bad.default_response();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        assert!(response.headers().get(RETRY_AFTER).is_none());
+    }
+
+    #[test]
+    fn grpc_rejections_are_trailers_only() {
+        let mut lost = Rejection::new(RejectReason::LeaseLost, Some("caf\u{e9} 100%".into()), None);
+        lost.set_context(Duration::from_secs(1), true);
+        let response = lost.default_response();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()["grpc-status"], "10");
+        assert_eq!(
+            response.headers()["grpc-message"],
+            "the lock was lost while the request ran: caf%C3%A9 100%25"
+        );
+        assert!(response.body().is_empty());
+    }
+}
