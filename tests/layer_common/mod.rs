@@ -2,6 +2,8 @@
 //! whose deposit handler does a non-atomic read-modify-write.
 #![allow(dead_code)]
 
+pub mod grpc;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};

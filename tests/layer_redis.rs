@@ -1,0 +1,150 @@
+//! The lock layer on the Redis backend: two replicas (routers with their own managers) sharing one
+//! real `redis-server`, and what a client sees when Redis dies.
+
+mod layer_common;
+mod support;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use layer_common::{bank_routes, serve, Bank, HttpClient};
+use support::RedisServer;
+use tower_lock::{key, LockLayer, LockManager, LockOptions};
+
+/// A manager with a short command timeout and lease: a dead Redis fails a fresh request after one
+/// command timeout, and a request already waiting at its next re-check, at most one lease later.
+async fn manager(server: &RedisServer) -> LockManager {
+    LockManager::builder()
+        .redis(server.url())
+        .lease(Duration::from_secs(2))
+        .command_timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .expect("redis manager")
+}
+
+async fn replica(manager: &LockManager, bank: &Arc<Bank>, wait: Duration) -> std::net::SocketAddr {
+    let layer = LockLayer::new(manager.clone(), key::pattern("/accounts/{id}")).wait_timeout(wait);
+    serve(bank_routes(bank.clone()).layer(layer)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_lose_no_update_under_200_concurrent_puts() {
+    let server = RedisServer::start();
+    let (m1, m2) = (manager(&server).await, manager(&server).await);
+    // one store behind both replicas, like a shared database
+    let bank = Arc::new(Bank::default());
+    let wait = Duration::from_secs(60);
+    let replicas = [
+        replica(&m1, &bank, wait).await,
+        replica(&m2, &bank, wait).await,
+    ];
+    let client = HttpClient::default();
+
+    let puts = (0..200).map(|i| {
+        let client = client.clone();
+        let addr = replicas[i % 2];
+        tokio::spawn(async move { client.send("PUT", addr, "/accounts/1").await })
+    });
+    let replies = futures_util::future::join_all(puts).await;
+    for reply in replies {
+        let reply = reply.expect("request task");
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    }
+    assert_eq!(bank.balance(1), 200, "no update lost");
+    assert_eq!(bank.max_inside.load(Ordering::SeqCst), 1);
+    let tokens = bank.tokens(1);
+    assert_eq!(tokens.len(), 200);
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "fencing tokens increase in write order"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn different_accounts_do_not_wait_for_each_other_across_replicas() {
+    let server = RedisServer::start();
+    let (m1, m2) = (manager(&server).await, manager(&server).await);
+    let bank = Arc::new(Bank::default());
+    let short = Duration::from_millis(300);
+    let (a, b) = (
+        replica(&m1, &bank, short).await,
+        replica(&m2, &bank, short).await,
+    );
+    let client = HttpClient::default();
+
+    let _held = m1
+        .acquire("accounts/1", &LockOptions::exclusive())
+        .await
+        .expect("hold account 1");
+    let (other, same) = tokio::join!(
+        client.send("PUT", b, "/accounts/2"),
+        client.send("PUT", a, "/accounts/1"),
+    );
+    assert_eq!(other.status, StatusCode::OK);
+    assert_eq!(same.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(same.retry_after(), Some("1"));
+    assert_eq!((bank.balance(1), bank.balance(2)), (0, 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_redis_answers_503_promptly_never_hangs() {
+    let mut server = RedisServer::start();
+    let (m1, m2) = (manager(&server).await, manager(&server).await);
+    let bank = Arc::new(Bank::default());
+    let long = Duration::from_secs(60);
+    let (a, b) = (
+        replica(&m1, &bank, long).await,
+        replica(&m2, &bank, long).await,
+    );
+    let client = HttpClient::default();
+
+    // one request waits for a lock held on the other replica's manager when Redis dies
+    let _held = m2
+        .acquire("accounts/5", &LockOptions::exclusive())
+        .await
+        .expect("hold");
+    let waiting = tokio::spawn({
+        let client = client.clone();
+        async move {
+            let started = Instant::now();
+            (
+                client.send("PUT", a, "/accounts/5").await,
+                started.elapsed(),
+            )
+        }
+    });
+    let queued = support::wait_until(Duration::from_secs(10), || m1.waiting() == 1);
+    assert!(queued, "the request waits for the lock");
+    server.kill();
+
+    let started = Instant::now();
+    let fresh = client.send("PUT", b, "/accounts/6").await;
+    assert_eq!(
+        fresh.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        fresh.body
+    );
+    assert_eq!(fresh.retry_after(), Some("1"));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let (waited, elapsed) = waiting.await.expect("waiting request");
+    assert_eq!(
+        waited.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        waited.body
+    );
+    assert!(
+        elapsed < Duration::from_secs(15),
+        "{elapsed:?}: not the 60 s wait"
+    );
+    assert_eq!(bank.balance(5) + bank.balance(6), 0);
+}
