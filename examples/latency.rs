@@ -5,9 +5,11 @@
 //! REDIS_URL=redis://127.0.0.1:6379 cargo run --release --example latency
 //! ```
 //!
-//! Prints medians and p99 of: PING round trip, uncontended acquire+release, exclusive hand-off
-//! (holder calls release -> another manager's waiting acquire returns), and the Redis commands one
-//! uncontended acquire+release costs.
+//! Prints medians and p99 of: PING round trip, uncontended acquire+release, exclusive and fair
+//! hand-off (holder calls release -> another manager's waiting acquire returns), and the Redis
+//! commands one uncontended acquire+release costs. A hand-off starts after the waiter has idled
+//! for a few milliseconds, so a PING after the same idle is measured beside it: on a virtual machine
+//! waking an idle CPU costs more than a round trip.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -62,7 +64,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
-    let (handoff, idle_ping) = handoffs(&m, &other, &conn).await;
+    let (handoff, idle_ping) = handoffs(&m, &other, &conn, LockOptions::exclusive()).await;
+    let (fair_handoff, fair_idle_ping) = handoffs(&m, &other, &conn, LockOptions::fair()).await;
 
     let rtt = median(&ping);
     println!("tower-lock latency, Redis at {url}, {SAMPLES} samples, {HANDOFFS} hand-offs");
@@ -75,6 +78,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("uncontended acquire+release", &uncontended),
         ("PING after 2 ms idle", &idle_ping),
         ("exclusive hand-off (release -> acquire)", &handoff),
+        ("PING after 2 ms idle (fair run)", &fair_idle_ping),
+        ("fair hand-off (release -> acquire)", &fair_handoff),
     ] {
         println!(
             "{name:<44} {:>9.1?} {:>9.1?} {:>7.2} {:>8.2}",
@@ -85,8 +90,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!(
-        "hand-off / PING after the same idle: {:.2}",
-        ratio(median(&handoff), median(&idle_ping))
+        "hand-off / PING after the same idle: exclusive {:.2}, fair {:.2}",
+        ratio(median(&handoff), median(&idle_ping)),
+        ratio(median(&fair_handoff), median(&fair_idle_ping))
     );
     println!("client commands (round trips) per uncontended acquire+release: {calls}");
     Ok(())
@@ -112,8 +118,8 @@ async fn handoffs(
     a: &LockManager,
     b: &LockManager,
     conn: &redis::aio::MultiplexedConnection,
+    opts: LockOptions,
 ) -> (Vec<Duration>, Vec<Duration>) {
-    let opts = LockOptions::exclusive();
     let (mut handoff, mut idle_ping) = (Vec::new(), Vec::new());
     for _ in 0..HANDOFFS {
         let held = a.acquire("bench:handoff", &opts).await.expect("holder");

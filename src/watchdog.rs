@@ -152,6 +152,33 @@ impl Queued {
     }
 }
 
+/// Fair grants held under their short claim lease: the next heartbeat round extends each to its
+/// holder's lease, in batches, instead of one command per grant on the hand-off path.
+#[derive(Debug, Default)]
+pub(crate) struct Claims {
+    table: Mutex<HashMap<HeldLock, Duration>>,
+}
+
+impl Claims {
+    fn table(&self) -> MutexGuard<'_, HashMap<HeldLock, Duration>> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `lock` was granted under a claim lease; extend it to `lease` at the next heartbeat round.
+    pub(crate) fn add(&self, lock: HeldLock, lease: Duration) {
+        self.table().insert(lock, lease);
+    }
+
+    /// `lock` was released: nothing to extend.
+    pub(crate) fn remove(&self, lock: &HeldLock) {
+        self.table().remove(lock);
+    }
+
+    fn take_all(&self) -> Vec<(HeldLock, Duration)> {
+        self.table().drain().collect()
+    }
+}
+
 /// The watchdog task of one manager.
 #[derive(Debug)]
 pub(crate) struct Watchdog {
@@ -159,6 +186,7 @@ pub(crate) struct Watchdog {
     pub(crate) leases: Arc<Leases>,
     pub(crate) lease: Duration,
     pub(crate) queued: Arc<Queued>,
+    pub(crate) claims: Arc<Claims>,
     pub(crate) waiters: Arc<WaitRegistry>,
     /// Fair waiters are heartbeat every eviction/3.
     pub(crate) eviction: Duration,
@@ -187,7 +215,11 @@ impl Watchdog {
                 _ = beats.tick(), if beat_round.is_none() => {
                     let (backend, queued, waiters) =
                         (self.backend.clone(), self.queued.clone(), self.waiters.clone());
-                    beat_round = Some(Box::pin(heartbeat_all(backend, queued, waiters)));
+                    let claims = self.claims.take_all();
+                    beat_round = Some(Box::pin(async move {
+                        extend_claims(&backend, claims).await;
+                        heartbeat_all(backend, queued, waiters).await;
+                    }));
                 }
                 _ = async { if let Some(r) = beat_round.as_mut() { r.await } }, if beat_round.is_some() => {
                     beat_round = None;
@@ -202,6 +234,21 @@ impl Watchdog {
                 _ = async { if let Some(r) = round.as_mut() { r.await } }, if round.is_some() => {
                     round = None;
                 }
+            }
+        }
+    }
+}
+
+/// Extend fresh fair grants from their claim lease to their holders' leases, in batches per lease.
+/// A grant found gone is left to the lease renewal to report.
+async fn extend_claims(backend: &Backend, mut claims: Vec<(HeldLock, Duration)>) {
+    claims.sort_by_key(|(_, lease)| *lease);
+    for same_lease in claims.chunk_by(|a, b| a.1 == b.1) {
+        let lease = same_lease[0].1;
+        let locks: Vec<HeldLock> = same_lease.iter().map(|(lock, _)| lock.clone()).collect();
+        for batch in locks.chunks(backend.renew_batch_size()) {
+            if let Err(err) = backend.renew(batch, lease).await {
+                tracing::warn!(error = %err, grants = batch.len(), "could not extend fair grants");
             }
         }
     }

@@ -253,3 +253,42 @@ async fn a_thousand_queued_waiters_share_one_connection_and_do_not_poll() {
     }
     assert_eq!(acquired.load(Ordering::SeqCst), 1000);
 }
+
+/// A grant starts with a short claim lease (the eviction deadline); the watchdog extends it, so a
+/// holder keeps the lock far longer than the claim.
+async fn grant_outlives_its_claim_lease(a: LockManager, b: LockManager) {
+    let holder = a.acquire("claim", &LockOptions::fair()).await.unwrap();
+    let waiter = {
+        let b = b.clone();
+        tokio::spawn(async move { b.acquire("claim", &LockOptions::fair()).await })
+    };
+    eventually("queued", || b.queued() == 1).await;
+    holder.release().await.unwrap();
+    let granted = waiter.await.unwrap().expect("granted");
+    tokio::time::sleep(Duration::from_millis(1500)).await; // five claim leases
+    assert!(!granted.is_lost());
+    assert!(a
+        .try_acquire("claim", &LockOptions::fair())
+        .await
+        .unwrap()
+        .is_none());
+    granted.release().await.expect("still held at release");
+}
+
+fn short_claim() -> tower_lock::LockManagerBuilder {
+    LockManager::builder().fair_eviction(Duration::from_millis(300))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grant_outlives_its_claim_lease_in_memory() {
+    let m = short_claim().build().await.unwrap();
+    grant_outlives_its_claim_lease(m.clone(), m).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grant_outlives_its_claim_lease_on_redis() {
+    let server = support::RedisServer::start();
+    let a = short_claim().redis(server.url()).build().await.unwrap();
+    let b = short_claim().redis(server.url()).build().await.unwrap();
+    grant_outlives_its_claim_lease(a, b).await;
+}

@@ -278,20 +278,14 @@ impl Shared {
         LockGuard::new(info, held)
     }
 
-    /// A grant starts with a short claim lease: extend it to the request's lease now, in the
-    /// background (the holder does not wait for it).
+    /// A grant starts with a short claim lease: the watchdog's next heartbeat round (due well
+    /// within the claim) extends it to the request's lease, batched with the other grants.
     fn extend_claim(&self, win: &Win<'_>) {
-        let backend = self.backend.clone();
         let lock = HeldLock {
             id: win.id.clone(),
             owner: win.owner.clone(),
         };
-        let lease = win.lease;
-        self.chore(Box::pin(async move {
-            if let Err(err) = backend.renew(std::slice::from_ref(&lock), lease).await {
-                tracing::warn!(error = %err, "could not extend a fair grant's claim lease");
-            }
-        }));
+        self.claims.add(lock, win.lease);
     }
 
     /// One attempt, finished in the background (and released if it won) should the caller go away.

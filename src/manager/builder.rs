@@ -9,6 +9,9 @@ use crate::error::LockError;
 /// How long one Redis command may take before the operation fails as unavailable.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Quorum managers: how long one master may take to answer before it counts as failed.
+pub(crate) const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(250);
+
 /// Configures a [`LockManager`]. Without a backend named, [`build`](Self::build) makes a memory manager.
 ///
 /// ```no_run
@@ -32,6 +35,7 @@ pub struct LockManagerBuilder {
     lease: Duration,
     eviction: Duration,
     command_timeout: Duration,
+    node_timeout: Duration,
     pool_size: u32,
     target: Target,
 }
@@ -43,6 +47,8 @@ enum Target {
     RedisUrl(String),
     #[cfg(feature = "redis")]
     RedisPool(crate::backend::redis::RedisPool, String),
+    #[cfg(feature = "redis")]
+    Quorum(Vec<String>),
 }
 
 impl Default for LockManagerBuilder {
@@ -52,6 +58,7 @@ impl Default for LockManagerBuilder {
             lease: DEFAULT_LEASE,
             eviction: DEFAULT_FAIR_EVICTION,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
+            node_timeout: DEFAULT_NODE_TIMEOUT,
             pool_size: 4,
             target: Target::Memory,
         }
@@ -114,6 +121,27 @@ impl LockManagerBuilder {
         self
     }
 
+    /// Keep every lock on a majority of these independent Redis masters (RedLock; at least 3,
+    /// each its own server, not replicas of one another). See [`LockManager::quorum`] for what a
+    /// quorum lock guarantees, and [`node_timeout`](Self::node_timeout).
+    #[cfg(feature = "redis")]
+    pub fn quorum<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.target = Target::Quorum(urls.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Quorum managers: how long one master may take to answer a command (default 250 ms) before
+    /// it counts as failed. Keep it well under the lease; a master that is slower than this is
+    /// simply outvoted by the others.
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = timeout;
+        self
+    }
+
     /// Build the manager. For Redis, connects the inbox (the one pub/sub connection) and fails with
     /// [`LockError::Unavailable`] if the server cannot be reached.
     pub async fn build(self) -> Result<LockManager, LockError> {
@@ -152,6 +180,8 @@ impl LockManagerBuilder {
                 let pool = crate::backend::redis::CommandPool::user(pool.clone());
                 self.build_redis(client, pool).await
             }
+            #[cfg(feature = "redis")]
+            Target::Quorum(ref urls) => self.build_quorum(urls).await,
         }
     }
 
@@ -168,7 +198,7 @@ impl LockManagerBuilder {
         client: redis::Client,
         pool: crate::backend::redis::CommandPool,
     ) -> Result<LockManager, LockError> {
-        use crate::backend::redis::{Inbox, KeySpace, RedisBackend, Unclaimed};
+        use crate::backend::redis::{Inbox, KeySpace, RedisBackend};
         use crate::backend::Backend;
         use crate::waiters::WaitRegistry;
 
@@ -186,43 +216,178 @@ impl LockManagerBuilder {
             self.command_timeout,
             self.eviction,
         ));
-        let backend = Arc::new(Backend::Redis(redis));
+        let backend = Arc::new(Backend::Redis(redis.clone()));
         let waiters = Arc::new(WaitRegistry::default());
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        let (shared, chores) = Shared::new(
-            backend.clone(),
-            waiters.clone(),
-            self.timing(),
-            id,
-            Some(stop),
-        );
-        // A message that no local waiter could take is passed on: a wake-up to the next waiting
-        // manager, a grant to the next queued waiter.
-        let unclaimed = move |message: Unclaimed| {
-            let backend = backend.clone();
-            let _ = chores.send(Box::pin(async move {
-                let outcome = match message {
-                    Unclaimed::Wake(lock) => {
-                        let departure = crate::waiters::Departure {
-                            last: true,
-                            pass_on: true,
-                        };
-                        backend.abandon(&lock, departure).await
-                    }
-                    Unclaimed::Grant { lock, owner, token } => {
-                        backend.leave_queue(&lock, &owner, Some(token)).await
-                    }
-                };
-                if let Err(err) = outcome {
-                    tracing::debug!(error = %err, "could not pass an unclaimed message on");
-                }
-            }));
-        };
-        tokio::spawn(inbox.run(stream, waiters, unclaimed, stopped));
+        let (shared, chores) = Shared::new(backend, waiters.clone(), self.timing(), id, Some(stop));
+        spawn_inbox(inbox, Some(stream), redis, waiters, chores, stopped);
         let manager = LockManager::from_shared(shared);
         manager.shared.start();
         Ok(manager)
     }
+
+    /// A quorum manager: per master, a command pool (commands bounded by the node timeout) and an
+    /// inbox; one wait registry and one watchdog for all. Builds when a majority of the masters can
+    /// be subscribed; the inboxes of the others keep trying in the background.
+    #[cfg(feature = "redis")]
+    async fn build_quorum(&self, urls: &[String]) -> Result<LockManager, LockError> {
+        use crate::backend::quorum::{Node, QuorumBackend};
+        use crate::backend::redis::{CommandPool, Connector, Inbox, KeySpace, RedisBackend};
+        use crate::backend::Backend;
+        use crate::waiters::WaitRegistry;
+
+        if urls.len() < 3 {
+            return Err(LockError::Config(format!(
+                "a quorum needs at least 3 independent Redis masters, got {}",
+                urls.len()
+            )));
+        }
+        if let Some(dup) = urls
+            .iter()
+            .enumerate()
+            .find(|(i, u)| urls[..*i].contains(u))
+        {
+            return Err(LockError::Config(format!(
+                "Redis master {} is listed twice: a quorum needs independent masters",
+                dup.1
+            )));
+        }
+        if self.node_timeout.is_zero() {
+            return Err(LockError::Config("node timeout is zero".to_owned()));
+        }
+        let id = new_manager_id();
+        let keys = KeySpace::new(&self.namespace);
+        let mut nodes = Vec::with_capacity(urls.len());
+        let mut inboxes = Vec::with_capacity(urls.len());
+        for url in urls {
+            let client = open(url)?;
+            let name = client.get_connection_info().addr().to_string();
+            let connector = Connector::new(client.clone(), self.node_timeout);
+            let pool = CommandPool::own(connector, self.pool_size, self.node_timeout);
+            let redis = RedisBackend::new(
+                pool,
+                keys.clone(),
+                id.clone(),
+                self.node_timeout,
+                self.eviction,
+            );
+            nodes.push(Node {
+                redis: Arc::new(redis),
+                name,
+            });
+            inboxes.push(Inbox::new(client, keys.inbox(&id), self.command_timeout));
+        }
+        let streams = futures_util::future::join_all(inboxes.iter().map(Inbox::subscribe)).await;
+        let up = streams.iter().filter(|s| s.is_ok()).count();
+        if up < urls.len() / 2 + 1 {
+            let causes: Vec<String> = nodes
+                .iter()
+                .zip(&streams)
+                .filter_map(|(node, s)| s.as_ref().err().map(|e| format!("{}: {e}", node.name)))
+                .collect();
+            let cause = format!(
+                "only {up} of {} Redis masters reachable; a quorum needs {}: {}",
+                urls.len(),
+                urls.len() / 2 + 1,
+                causes.join("; ")
+            );
+            return Err(LockError::unavailable("", cause));
+        }
+        let waiters = Arc::new(WaitRegistry::default());
+        let redis: Vec<Arc<RedisBackend>> = nodes.iter().map(|n| n.redis.clone()).collect();
+        let quorum = Arc::new(QuorumBackend::new(
+            nodes,
+            id.clone(),
+            keys.inbox_prefix(),
+            waiters.clone(),
+            self.node_timeout,
+        ));
+        let backend = Arc::new(Backend::Quorum(quorum.clone()));
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let (shared, chores) = Shared::new(backend, waiters.clone(), self.timing(), id, Some(stop));
+        quorum.finish_in(chores.clone());
+        // One stop signal per inbox, all fired when the manager's is.
+        let mut stops = Vec::with_capacity(redis.len());
+        for ((inbox, stream), node) in inboxes.into_iter().zip(streams).zip(redis) {
+            let (stop, stopped) = tokio::sync::oneshot::channel();
+            stops.push(stop);
+            let stream = stream.ok();
+            spawn_inbox(
+                inbox,
+                stream,
+                node,
+                waiters.clone(),
+                chores.clone(),
+                stopped,
+            );
+        }
+        tokio::spawn(async move {
+            let _ = stopped.await;
+            drop(stops);
+        });
+        let manager = LockManager::from_shared(shared);
+        manager.shared.start();
+        Ok(manager)
+    }
+}
+
+/// Run the inbox of one Redis server (subscribing first, with backoff, if `stream` is `None`) until
+/// `stopped` fires. A message no local waiter can take is passed on through that server: a wake-up
+/// to the next waiting manager, a grant to the next queued waiter.
+#[cfg(feature = "redis")]
+fn spawn_inbox(
+    inbox: crate::backend::redis::Inbox,
+    stream: Option<redis::aio::PubSubStream>,
+    node: Arc<crate::backend::redis::RedisBackend>,
+    waiters: Arc<crate::waiters::WaitRegistry>,
+    chores: tokio::sync::mpsc::UnboundedSender<crate::watchdog::Chore>,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    use crate::backend::redis::Unclaimed;
+
+    let unclaimed = move |message: Unclaimed| {
+        let node = node.clone();
+        let _ = chores.send(Box::pin(async move {
+            let outcome = match message {
+                Unclaimed::Wake(lock) => {
+                    let departure = crate::waiters::Departure {
+                        last: true,
+                        pass_on: true,
+                    };
+                    node.abandon(&lock, departure).await
+                }
+                Unclaimed::Grant { lock, owner, token } => {
+                    node.leave_queue(&lock, &owner, Some(token)).await
+                }
+            };
+            if let Err(err) = outcome {
+                tracing::debug!(error = %err, "could not pass an unclaimed message on");
+            }
+        }));
+    };
+    tokio::spawn(async move {
+        let stream = match stream {
+            Some(stream) => stream,
+            None => {
+                let mut backoff = Duration::from_millis(50);
+                let stream = loop {
+                    let wait = backoff + crate::backend::quorum::jitter(backoff / 2);
+                    tokio::select! {
+                        _ = &mut stopped => return,
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                    if let Ok(stream) = inbox.subscribe().await {
+                        break stream;
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                };
+                // Waiters missed this server's messages until now: let them re-check.
+                waiters.wake_all();
+                stream
+            }
+        };
+        inbox.run(stream, waiters, unclaimed, stopped).await;
+    });
 }
 
 #[cfg(feature = "redis")]

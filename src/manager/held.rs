@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::backend::{Backend, Released};
+use crate::backend::{Backend, HeldLock, Released};
 use crate::error::LockError;
 use crate::manager::Shared;
 use crate::options::Mode;
@@ -23,6 +23,12 @@ impl Held {
     fn stop_renewing(&self) {
         if self.watched {
             self.shared.leases.unhold(&self.id, &self.owner);
+        }
+        if self.mode == Mode::Fair {
+            self.shared.claims.remove(&HeldLock {
+                id: self.id.clone(),
+                owner: self.owner.clone(),
+            });
         }
     }
 

@@ -20,7 +20,7 @@ use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::options::LockOptions;
 use crate::waiters::WaitRegistry;
-use crate::watchdog::{Chore, Leases, Queued, Watchdog};
+use crate::watchdog::{Chore, Claims, Leases, Queued, Watchdog};
 
 /// The default watchdog lease.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
@@ -69,6 +69,8 @@ pub(crate) struct Shared {
     pub(crate) leases: Arc<Leases>,
     /// Requests queued for fair locks (heartbeat by the watchdog).
     pub(crate) queued: Arc<Queued>,
+    /// Fair grants whose claim lease the watchdog extends.
+    pub(crate) claims: Arc<Claims>,
     pub(crate) chores: mpsc::UnboundedSender<Chore>,
     /// The watchdog lease.
     pub(crate) lease: Duration,
@@ -93,11 +95,13 @@ impl Shared {
         let (tx, rx) = mpsc::unbounded_channel();
         let leases = Arc::new(Leases::default());
         let queued = Arc::new(Queued::default());
+        let claims = Arc::new(Claims::default());
         let watchdog = Watchdog {
             backend: backend.clone(),
             leases: leases.clone(),
             lease: timing.lease,
             queued: queued.clone(),
+            claims: claims.clone(),
             waiters: waiters.clone(),
             eviction: timing.eviction,
             chores: rx,
@@ -107,6 +111,7 @@ impl Shared {
             waiters,
             leases,
             queued,
+            claims,
             chores: tx.clone(),
             lease: timing.lease,
             id,

@@ -1,0 +1,208 @@
+//! Lock throughput and fairness under contention, against Redis (its own redis-server unless
+//! `REDIS_URL` is set) or in memory (`--memory`).
+//!
+//! ```text
+//! cargo run --release --example load                 # every scenario, 5 s each
+//! cargo run --release --example load -- hot fair     # only scenarios whose name has both words
+//! LOAD_SECS=2 cargo run --release --example load -- --memory
+//! ```
+//!
+//! Tasks are split over two managers (two replicas). Each loops acquire -> hold H -> release.
+//! Reported: acquisitions/s, per-task counts (min/max and Jain's fairness index), acquire wait
+//! p50/p99, the hold time H really took (H is slept on the blocking pool, which is precise to about
+//! 0.1 ms, where a tokio sleep would last 1-2 ms), the
+//! share of time the lock was held ("busy"; the rest is hand-off), and the PING round trip measured
+//! in the same run.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tower_lock::{LockManager, LockOptions};
+
+struct Scenario {
+    name: String,
+    tasks: usize,
+    keys: usize,
+    hold: Duration,
+    opts: LockOptions,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let memory = args.iter().any(|a| a == "--memory");
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+    let secs = std::env::var("LOAD_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let run_for = Duration::from_secs(secs);
+
+    let mut server = None;
+    let url = match std::env::var("REDIS_URL") {
+        Ok(url) => Some(url),
+        Err(_) if memory => None,
+        Err(_) => {
+            let s = support::RedisServer::start();
+            let url = s.url();
+            server = Some(s);
+            Some(url)
+        }
+    };
+    let managers = match &url {
+        Some(url) => [
+            LockManager::redis(url).await?,
+            LockManager::redis(url).await?,
+        ],
+        None => {
+            let m = LockManager::memory();
+            [m.clone(), m]
+        }
+    };
+    let rtt = match &url {
+        Some(url) => Some(ping_rtt(url).await?),
+        None => None,
+    };
+
+    let mut scenarios = Vec::new();
+    for (mode, opts) in [
+        ("fair", LockOptions::fair()),
+        ("exclusive", LockOptions::exclusive()),
+    ] {
+        for tasks in [8, 64] {
+            for hold_ms in [0, 1] {
+                scenarios.push(Scenario {
+                    name: format!("hot {mode} tasks={tasks} hold={hold_ms}ms"),
+                    tasks,
+                    keys: 1,
+                    hold: Duration::from_millis(hold_ms),
+                    opts,
+                });
+            }
+        }
+    }
+    scenarios.push(Scenario {
+        name: "spread exclusive tasks=256 keys=1000 hold=0ms".into(),
+        tasks: 256,
+        keys: 1000,
+        hold: Duration::ZERO,
+        opts: LockOptions::exclusive(),
+    });
+
+    let backend = if memory { "memory" } else { "redis" };
+    println!("tower-lock load, {backend} backend, {secs} s per scenario, 2 managers");
+    if let Some(rtt) = rtt {
+        println!("PING round trip (median of 1000): {rtt:.1?}");
+    }
+    println!(
+        "{:<46} {:>9} {:>7} {:>7} {:>6} {:>10} {:>10} {:>9} {:>6}",
+        "scenario", "acq/s", "min", "max", "Jain", "wait p50", "wait p99", "hold", "busy"
+    );
+    for s in scenarios {
+        if !filters.iter().all(|f| s.name.contains(f.as_str())) {
+            continue;
+        }
+        let r = run(&managers, &s, run_for).await;
+        let rate = r.count as f64 / run_for.as_secs_f64();
+        let busy = if s.keys == 1 {
+            rate * r.hold.as_secs_f64() * 100.0
+        } else {
+            f64::NAN
+        };
+        println!(
+            "{:<46} {:>9.0} {:>7} {:>7} {:>6.3} {:>10.1?} {:>10.1?} {:>9.1?} {:>5.0}%",
+            s.name, rate, r.min, r.max, r.jain, r.p50, r.p99, r.hold, busy
+        );
+    }
+    drop(server);
+    Ok(())
+}
+
+struct Outcome {
+    count: u64,
+    min: u64,
+    max: u64,
+    jain: f64,
+    p50: Duration,
+    p99: Duration,
+    /// Mean time from acquire returning to release being called.
+    hold: Duration,
+}
+
+async fn run(managers: &[LockManager; 2], s: &Scenario, run_for: Duration) -> Outcome {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for t in 0..s.tasks {
+        let m = managers[t % 2].clone();
+        let (stop, opts, hold, keys) = (stop.clone(), s.opts, s.hold, s.keys);
+        tasks.push(tokio::spawn(async move {
+            let mut waits = Vec::new();
+            let mut held = Duration::ZERO;
+            let mut rng = t as u64 * 0x9e37_79b9_7f4a_7c15 + 1;
+            while !stop.load(Ordering::Relaxed) {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let key = format!("load:{}", rng % keys as u64);
+                let started = Instant::now();
+                let guard = m.acquire(&key, &opts).await.expect("acquire");
+                let acquired = Instant::now();
+                waits.push(acquired.duration_since(started));
+                if !hold.is_zero() {
+                    // A blocking-pool thread sleeps H precisely; tokio's timer would round it up
+                    // to 1-2 ms.
+                    let _ = tokio::task::spawn_blocking(move || std::thread::sleep(hold)).await;
+                }
+                held += acquired.elapsed();
+                guard.release().await.expect("release");
+            }
+            (waits, held)
+        }));
+    }
+    tokio::time::sleep(run_for).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut counts = Vec::new();
+    let mut waits = Vec::new();
+    let mut held = Duration::ZERO;
+    for t in tasks {
+        let (w, h) = t.await.expect("task");
+        counts.push(w.len() as u64);
+        waits.extend(w);
+        held += h;
+    }
+    waits.sort();
+    let sum: f64 = counts.iter().map(|&c| c as f64).sum();
+    let squares: f64 = counts.iter().map(|&c| (c as f64).powi(2)).sum();
+    let pick =
+        |q: f64| waits.get(((waits.len() as f64 * q) as usize).min(waits.len().saturating_sub(1)));
+    Outcome {
+        count: counts.iter().sum(),
+        min: counts.iter().copied().min().unwrap_or(0),
+        max: counts.iter().copied().max().unwrap_or(0),
+        jain: if squares == 0.0 {
+            0.0
+        } else {
+            sum * sum / (counts.len() as f64 * squares)
+        },
+        p50: pick(0.50).copied().unwrap_or_default(),
+        p99: pick(0.99).copied().unwrap_or_default(),
+        hold: held / (waits.len().max(1) as u32),
+    }
+}
+
+async fn ping_rtt(url: &str) -> redis::RedisResult<Duration> {
+    let client = redis::Client::open(url)?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let mut samples = Vec::new();
+    for _ in 0..1000 {
+        let started = Instant::now();
+        let _: String = redis::cmd("PING").query_async(&mut conn).await?;
+        samples.push(started.elapsed());
+    }
+    samples.sort();
+    Ok(samples[samples.len() / 2])
+}
