@@ -50,3 +50,8 @@ pub use manager::{
     DEFAULT_LEASE,
 };
 pub use options::{Lease, LockOptions, Mode};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
