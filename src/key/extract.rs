@@ -348,3 +348,77 @@ impl KeyExtractor for Path {
         LockKey::new(name).map(Keys::one)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key;
+
+    fn names(
+        extractor: &dyn KeyExtractor,
+        req: &http::Request<()>,
+    ) -> Result<Vec<String>, KeyError> {
+        Ok(extractor
+            .extract(req)?
+            .into_sorted()
+            .iter()
+            .map(LockKey::to_string)
+            .collect())
+    }
+
+    fn request(method: &str, path: &str) -> http::Request<()> {
+        http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("x-b", "2")
+            .body(())
+            .expect("request")
+    }
+
+    #[test]
+    fn extractors_are_object_safe_and_combine() {
+        let boxed: Box<dyn KeyExtractor> = Box::new(
+            key::pattern("/a/{id}")
+                .and(key::header("x-b").prefix("b:"))
+                .and(key::from_fn(|_req: &dyn RequestView| Some("a/1")))
+                .only_methods(["put", "POST"]),
+        );
+        let put = request("PUT", "/a/1/x");
+        assert_eq!(
+            names(&boxed, &put),
+            Ok(vec!["a/1".into(), "b:2".into()]),
+            "deduplicated, sorted"
+        );
+        assert_eq!(
+            names(&boxed, &request("POST", "/z")),
+            Ok(vec!["a/1".into(), "b:2".into()])
+        );
+        assert_eq!(names(&boxed, &request("GET", "/a/1")), Ok(vec![]));
+    }
+
+    #[test]
+    fn path_and_header_rules() {
+        assert_eq!(
+            names(&key::path(), &request("GET", "/")),
+            Ok(vec!["/".into()])
+        );
+        assert_eq!(
+            names(&key::path(), &request("GET", "/a//b%2f/?q=1")),
+            Ok(vec!["/a/b%2F".into()])
+        );
+        let missing = key::header("x-missing");
+        assert_eq!(names(&missing, &request("PUT", "/")), Ok(vec![]));
+        assert!(matches!(
+            names(&missing.clone().required(), &request("PUT", "/")),
+            Err(KeyError::Extract(_))
+        ));
+        let failing = key::from_fn(
+            |_req: &dyn RequestView| -> Result<Option<String>, KeyError> {
+                Err(KeyError::Extract("no".into()))
+            },
+        );
+        assert!(names(&failing, &request("PUT", "/")).is_err());
+        let empty = key::from_fn(|_req: &dyn RequestView| Some(String::new()));
+        assert_eq!(names(&empty, &request("PUT", "/")), Err(KeyError::Empty));
+    }
+}

@@ -58,7 +58,7 @@
 mod body;
 mod future;
 mod metrics;
-mod policy;
+pub(crate) mod policy;
 mod reject;
 mod service;
 
