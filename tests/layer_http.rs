@@ -71,6 +71,25 @@ async fn concurrent_puts_to_one_account_run_one_at_a_time() {
 }
 
 #[tokio::test]
+async fn fair_mode_serves_concurrent_puts_one_at_a_time() {
+    let manager = LockManager::memory();
+    let bank = Arc::new(Bank::default());
+    let layer = accounts(&manager).options(LockOptions::fair().wait_timeout(GENEROUS));
+    let addr = serve(bank_routes(bank.clone()).layer(layer)).await;
+    let client = HttpClient::default();
+
+    let puts = (0..30).map(|_| client.send("PUT", addr, "/accounts/1"));
+    let replies = futures_util::future::join_all(puts).await;
+
+    assert!(
+        replies.iter().all(|r| r.status == StatusCode::OK),
+        "{replies:?}"
+    );
+    assert_eq!(bank.balance(1), 30);
+    assert_eq!(bank.max_inside.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
 async fn different_accounts_run_in_parallel() {
     let manager = LockManager::memory();
     // Each handler waits for the other one: only possible if both run at once.
