@@ -3,6 +3,8 @@
 
 pub(crate) mod memory;
 #[cfg(feature = "redis")]
+pub(crate) mod quorum;
+#[cfg(feature = "redis")]
 pub(crate) mod redis;
 
 use std::sync::Arc;
@@ -63,6 +65,9 @@ pub(crate) enum Backend {
     Memory(memory::MemoryBackend),
     #[cfg(feature = "redis")]
     Redis(Arc<redis::RedisBackend>),
+    /// A majority of N independent Redis masters (RedLock).
+    #[cfg(feature = "redis")]
+    Quorum(Arc<quorum::QuorumBackend>),
 }
 
 impl Backend {
@@ -72,6 +77,17 @@ impl Backend {
             Backend::Memory(_) => Arc::from(key.as_str()),
             #[cfg(feature = "redis")]
             Backend::Redis(r) => r.lock_id(key),
+            #[cfg(feature = "redis")]
+            Backend::Quorum(q) => q.lock_id(key),
+        }
+    }
+
+    /// Why this backend cannot serve `mode`, if it cannot.
+    pub(crate) fn unsupported(&self, mode: Mode) -> Option<&'static str> {
+        match self {
+            #[cfg(feature = "redis")]
+            Backend::Quorum(_) if mode == Mode::Fair => Some(quorum::FAIR_REFUSED),
+            _ => None,
         }
     }
 
@@ -80,6 +96,8 @@ impl Backend {
             Backend::Memory(m) => Ok(m.try_acquire(req)),
             #[cfg(feature = "redis")]
             Backend::Redis(r) => r.try_acquire(req).await,
+            #[cfg(feature = "redis")]
+            Backend::Quorum(q) => q.try_acquire(req).await,
         }
     }
 
@@ -96,6 +114,8 @@ impl Backend {
                 Mode::Fair => r.fair_release(id, owner).await,
                 _ => r.release(id, owner).await,
             },
+            #[cfg(feature = "redis")]
+            Backend::Quorum(q) => q.release(id, owner).await,
         }
     }
 
@@ -109,6 +129,8 @@ impl Backend {
             Backend::Memory(m) => Ok(m.renew(batch, lease)),
             #[cfg(feature = "redis")]
             Backend::Redis(r) => r.renew(batch, lease).await,
+            #[cfg(feature = "redis")]
+            Backend::Quorum(q) => q.renew(batch, lease).await,
         }
     }
 
@@ -119,6 +141,8 @@ impl Backend {
             Backend::Memory(_) => Ok(()),
             #[cfg(feature = "redis")]
             Backend::Redis(r) => r.abandon(id, departure).await,
+            #[cfg(feature = "redis")]
+            Backend::Quorum(q) => q.abandon(id, departure).await,
         }
     }
 
@@ -137,6 +161,9 @@ impl Backend {
             }
             #[cfg(feature = "redis")]
             Backend::Redis(r) => r.leave_queue(id, owner, grant).await,
+            // Fair locks are refused on a quorum: nobody of this manager is ever queued.
+            #[cfg(feature = "redis")]
+            Backend::Quorum(_) => Ok(()),
         }
     }
 
@@ -148,6 +175,9 @@ impl Backend {
             Backend::Memory(m) => Ok(m.heartbeat(batch)),
             #[cfg(feature = "redis")]
             Backend::Redis(r) => r.heartbeat(batch).await,
+            // Never queued (fair locks are refused): every waiter just keeps waiting.
+            #[cfg(feature = "redis")]
+            Backend::Quorum(_) => Ok(vec![true; batch.len()]),
         }
     }
 

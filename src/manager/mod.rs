@@ -174,6 +174,83 @@ impl LockManager {
         Self::builder().redis(url).build().await
     }
 
+    /// A quorum manager (RedLock): every lock is held on a majority of these `N ≥ 3` independent
+    /// Redis masters. Each master gets its own command pool and its own inbox (one pub/sub
+    /// connection); one watchdog renews every lease on every master. Fails when fewer than a
+    /// majority of the masters can be reached.
+    ///
+    /// **Acquiring.** Every master is asked at once, each bounded by the node timeout
+    /// ([`LockManagerBuilder::node_timeout`], 250 ms by default), and an attempt is decided as soon
+    /// as its outcome is certain: a slow or frozen master costs nothing once the others answered
+    /// (what is still in flight to it is finished in the background, and undone if it took a lock
+    /// nobody holds any more). Each master is asked to keep the lock for `lease + drift`, the drift
+    /// allowance being `lease/100 + 2 ms`. The attempt counts only if a majority granted it and its
+    /// validity `(lease + drift) − elapsed − drift` is positive; the guard then counts its lease
+    /// from the start of the attempt, which is exactly how long every granting master is sure to keep
+    /// the lock, even with clocks 1% apart. Otherwise the attempt is released on every master where
+    /// it may have been taken, and the request waits for a wake-up from any master (it never polls;
+    /// it waits at most until the first busy master's holder would expire), after a random pause so
+    /// that contenders who split the lock do not retry in lockstep.
+    ///
+    /// **Busy or down.** When a majority of the masters answered but fewer than a majority granted
+    /// the lock, it is busy: `try_acquire` returns `Ok(None)` and `acquire` waits. When fewer than a
+    /// majority answered at all, the quorum is down: [`LockError::Unavailable`], at once (whatever
+    /// the masters that answered said).
+    ///
+    /// **Holding.** A lease renewed by a majority is kept. It is lost at once when a majority
+    /// answered and fewer than a majority still held the lock, and after a whole lease without
+    /// renewal when fewer than a majority could be reached. Re-entry (with the same token), `lost()`,
+    /// release on drop, wait timeouts and cancellation work as on one server.
+    ///
+    /// **Fair locks are refused** with [`LockError::Unsupported`]: each master would keep its own
+    /// FIFO queue, the parallel requests reach the masters in different orders, and grants made by
+    /// different masters to different heads would leave nobody with a majority. One order across
+    /// masters needs consensus, which RedLock does not have.
+    ///
+    /// **Fencing tokens.** Each master issues, per lock, `max(last + 1, its clock in µs)`: its own
+    /// tokens strictly increase (as long as its clock does not step back). A quorum lock's token is
+    /// the largest token of the majority that granted it. Because any two majorities share a master,
+    /// and that master granted the later holder after the earlier holder's hold there had ended:
+    ///
+    /// - *always*, a holder's token is larger than the token that every master it shares with an
+    ///   earlier holder issued to that earlier holder — but the earlier holder's token may have come
+    ///   from a master the later one did not use;
+    /// - so a later holder's token is larger than an earlier holder's token whenever the masters'
+    ///   clocks agree to within the time between the two acquisitions. When the earlier holder lost
+    ///   the lock by expiry (the case fencing exists for: a paused process that still believes it
+    ///   holds the lock), a whole lease separates them, so clocks within a lease of each other
+    ///   suffice. After an explicit release the next acquisition can follow within a round trip;
+    ///   then a master whose clock runs ahead by more than that can make the next token smaller.
+    ///
+    /// A storage that rejects older tokens then rejects the new holder (no corruption, but no
+    /// progress). Where tokens must increase whatever the clocks do, use one Redis server and its
+    /// fencing tokens instead (see the README, "Quorum locks (RedLock)").
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), tower_lock::LockError> {
+    /// use tower_lock::{LockManager, LockOptions};
+    ///
+    /// let manager = LockManager::quorum([
+    ///     "redis://10.0.0.1:6379",
+    ///     "redis://10.0.0.2:6379",
+    ///     "redis://10.0.0.3:6379",
+    /// ])
+    /// .await?;
+    /// let guard = manager.acquire("account:42", &LockOptions::exclusive()).await?;
+    /// let _token = guard.fencing_token();
+    /// guard.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "redis")]
+    pub async fn quorum<I, S>(urls: I) -> Result<LockManager, LockError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::builder().quorum(urls).build().await
+    }
+
     /// Configure a manager: namespace, lease, backend.
     pub fn builder() -> LockManagerBuilder {
         LockManagerBuilder::default()
@@ -224,6 +301,17 @@ impl LockManager {
         self.shared.queued.len()
     }
 
+    /// Refuse options this manager's backend cannot serve (fair locks on a quorum).
+    fn supports(&self, key: &str, opts: &LockOptions) -> Result<(), LockError> {
+        match self.shared.backend.unsupported(opts.mode_value()) {
+            Some(what) => Err(LockError::Unsupported {
+                key: key.to_owned(),
+                what,
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Leases the watchdog keeps right now.
     pub fn held(&self) -> usize {
         self.shared.leases.len()
@@ -242,6 +330,7 @@ pub struct LockOwner {
 impl LockOwner {
     /// Wait for the lock `key` and hold it; re-enters a lock this owner already holds.
     pub async fn acquire(&self, key: &str, opts: &LockOptions) -> Result<LockGuard, LockError> {
+        self.manager.supports(key, opts)?;
         let guard = self
             .manager
             .shared
@@ -260,6 +349,7 @@ impl LockOwner {
         key: &str,
         opts: &LockOptions,
     ) -> Result<Option<LockGuard>, LockError> {
+        self.manager.supports(key, opts)?;
         self.manager
             .shared
             .acquire(key, opts, &self.id, false)

@@ -14,6 +14,7 @@ use redis::{FromRedisValue, ScriptInvocation};
 
 pub(crate) use inbox::{Inbox, Unclaimed};
 pub(crate) use keys::KeySpace;
+pub(crate) use keys::{fence as fence_key, waiters as waiters_key};
 pub use pool::RedisPool;
 pub(crate) use pool::{CommandPool, Connector};
 
@@ -122,6 +123,16 @@ impl RedisBackend {
                 Err(too_slow())
             }
         }
+    }
+
+    /// Run a script of a backend built on this one (the quorum backend's) on the connection that
+    /// carries the commands of lock `id`, bounded by the command timeout like every call here.
+    pub(crate) async fn run_script<T: FromRedisValue>(
+        &self,
+        id: &str,
+        call: &ScriptInvocation<'_>,
+    ) -> Result<T, BoxError> {
+        self.invoke(slot_hint(id), call).await
     }
 
     pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, BoxError> {

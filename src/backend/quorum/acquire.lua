@@ -1,0 +1,37 @@
+-- Take an exclusive reentrant lock on one master of a quorum, or record that this manager waits.
+-- Unlike the single-server script, a win never records this manager as waiting: the attempt may
+-- still fail on the other masters, and its undo must not wake this manager for a lock that stays
+-- held elsewhere (that would turn every failed attempt into a retry loop). The quorum backend
+-- wakes its own next waiter itself when it releases a lock it really held.
+-- KEYS: lock hash (owner -> count, '#t' -> token), waiting managers (zset), fencing counter
+-- ARGV: owner, lease ms, manager id, will wait ('1'/'0'), other local waiters remain ('1'/'0')
+-- Returns {1, token, 0} when acquired, {1, token, 1} when re-entered (the owner held it here
+-- already: token is that hold's), {0, pttl, 0} when busy.
+local lock, waiters, fence = KEYS[1], KEYS[2], KEYS[3]
+local owner, lease, manager = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local will_wait, others = ARGV[4] == '1', ARGV[5] == '1'
+
+if redis.call('EXISTS', lock) == 0 then
+  local token = next_token(fence, now_us())
+  redis.call('HSET', lock, owner, 1, '#t', int(token))
+  redis.call('PEXPIRE', lock, lease)
+  if will_wait and not others then
+    redis.call('ZREM', waiters, manager)
+  end
+  return {1, token, 0}
+end
+
+if redis.call('HEXISTS', lock, owner) == 1 then
+  redis.call('HINCRBY', lock, owner, 1)
+  if redis.call('PTTL', lock) < lease then
+    redis.call('PEXPIRE', lock, lease)
+  end
+  return {1, tonumber(redis.call('HGET', lock, '#t')), 1}
+end
+
+local ttl = redis.call('PTTL', lock)
+if will_wait then
+  redis.call('ZADD', waiters, 'NX', now_us(), manager)
+  redis.call('PEXPIRE', waiters, math.max(ttl, 0) + lease + 10000)
+end
+return {0, ttl, 0}

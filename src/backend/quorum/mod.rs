@@ -1,0 +1,228 @@
+//! Quorum locks (RedLock) over N ≥ 3 independent Redis masters.
+//!
+//! A lock is held when a majority of the masters granted it within its validity: every call goes to
+//! every master at once, each bounded by the per-master timeout, and a round is decided as soon as
+//! its outcome is certain (a frozen master costs nothing once a majority answered). What was sent
+//! to a master whose answer is still out is finished in the background, and undone if it took a lock
+//! nobody holds any more. Each master is a [`RedisBackend`] with its own command pool; every master
+//! uses the same manager id, so each one's release scripts publish to the same inbox channel, which
+//! the manager subscribes on every master.
+//!
+//! Fair locks are refused: every master would keep its own FIFO queue, the parallel requests reach
+//! the masters in different orders, and grants made by different masters to different heads would
+//! split the lock with nobody holding a majority. One order across masters needs consensus, which
+//! RedLock does not have.
+
+mod acquire;
+mod round;
+
+use std::sync::{Arc, LazyLock, OnceLock};
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use redis::Script;
+use tokio::sync::mpsc;
+
+use super::redis::{waiters_key, RedisBackend};
+use super::{HeldLock, Released};
+use crate::error::BoxError;
+use crate::key::LockKey;
+use crate::waiters::{Departure, LockId, WaitRegistry};
+use crate::watchdog::Chore;
+use acquire::Holds;
+pub(crate) use round::jitter;
+use round::{drift, gather, majority, NodeCall, Verdict};
+
+/// Why fair locks are refused on a quorum manager.
+pub(crate) const FAIR_REFUSED: &str =
+    "fair (FIFO) locks on a quorum manager: the masters' queues cannot agree on one order";
+
+/// Take a lock on one master (a win never records the manager as waiting).
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../redis/common.lua"),
+        include_str!("acquire.lua")
+    ))
+});
+
+/// Release one hold on one master; tell one other waiting manager when it frees.
+static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../redis/common.lua"),
+        include_str!("release.lua")
+    ))
+});
+
+/// One master.
+#[derive(Debug)]
+pub(crate) struct Node {
+    pub(crate) redis: Arc<RedisBackend>,
+    /// `host:port`, for errors (never the URL: it may carry a password).
+    pub(crate) name: String,
+}
+
+/// The masters of one quorum manager.
+#[derive(Debug)]
+pub(crate) struct QuorumBackend {
+    nodes: Vec<Node>,
+    manager_id: Arc<str>,
+    inbox_prefix: String,
+    /// The manager's local waiters: a release wakes the next one here directly.
+    waiters: Arc<WaitRegistry>,
+    /// The holds this manager has, with the tokens the masters issued for them.
+    holds: Arc<Holds>,
+    /// Bounds the jitter after a failed attempt.
+    node_timeout: Duration,
+    /// Where calls still in flight after a verdict are finished: the watchdog task's chores.
+    background: OnceLock<mpsc::UnboundedSender<Chore>>,
+}
+
+impl QuorumBackend {
+    pub(crate) fn new(
+        nodes: Vec<Node>,
+        manager_id: Arc<str>,
+        inbox_prefix: String,
+        waiters: Arc<WaitRegistry>,
+        node_timeout: Duration,
+    ) -> Self {
+        QuorumBackend {
+            nodes,
+            manager_id,
+            inbox_prefix,
+            waiters,
+            holds: Arc::default(),
+            node_timeout,
+            background: OnceLock::new(),
+        }
+    }
+
+    /// Hand over the manager's chore queue (once the manager exists).
+    pub(crate) fn finish_in(&self, chores: mpsc::UnboundedSender<Chore>) {
+        let _ = self.background.set(chores);
+    }
+
+    fn quorum(&self) -> usize {
+        majority(self.nodes.len())
+    }
+
+    pub(crate) fn lock_id(&self, key: &LockKey) -> LockId {
+        // Every master shares the key space; the first names the lock for all.
+        match self.nodes.first() {
+            Some(node) => node.redis.lock_id(key),
+            None => Arc::from(key.as_str()),
+        }
+    }
+
+    /// Finish `work` in the background (the rest of a round whose verdict is in).
+    fn finish_later(&self, work: Chore) {
+        match self.background.get() {
+            Some(chores) => {
+                let _ = chores.send(work);
+            }
+            None => {
+                tokio::spawn(work);
+            }
+        }
+    }
+
+    /// Release one hold of `owner` on every master. The verdict comes from a majority; the masters
+    /// still answering are finished in the background. The last hold released wakes the next local
+    /// waiter here (the masters tell the other managers).
+    pub(crate) async fn release(&self, id: &LockId, owner: &str) -> Result<Released, BoxError> {
+        let lock = HeldLock {
+            id: id.clone(),
+            owner: Arc::from(owner),
+        };
+        let last = self.holds.forget(&lock);
+        let calls = self.nodes.iter().enumerate().map(|(i, node)| {
+            let redis = node.redis.clone();
+            let (lock, prefix, manager) = (
+                lock.clone(),
+                self.inbox_prefix.clone(),
+                self.manager_id.clone(),
+            );
+            Box::pin(async move {
+                let mut call = RELEASE.prepare_invoke();
+                call.key(&*lock.id)
+                    .key(waiters_key(&lock.id))
+                    .arg(&*lock.owner)
+                    .arg(prefix)
+                    .arg(&*manager);
+                (i, redis.run_script::<i64>(&lock.id, &call).await)
+            }) as NodeCall<i64>
+        });
+        let round = gather(calls, self.nodes.len(), |left| *left >= 0).await;
+        self.drain(round.rest);
+        if last {
+            self.waiters.wake_one(id);
+        }
+        match round.verdict {
+            Verdict::Yes if last => Ok(Released::Freed),
+            Verdict::Yes => Ok(Released::StillHeld),
+            Verdict::No => Ok(Released::NotHeld),
+            Verdict::Down => Err(self.down("release", &round.answers)),
+        }
+    }
+
+    /// Drive calls still in flight to their end in the background.
+    fn drain<T: Send + 'static>(&self, mut rest: FuturesUnordered<NodeCall<T>>) {
+        if rest.is_empty() {
+            return;
+        }
+        self.finish_later(Box::pin(
+            async move { while rest.next().await.is_some() {} },
+        ));
+    }
+
+    /// Renew every lock of `batch` on every master: a lock is still held when a majority renewed it.
+    /// When fewer than a majority answer, the round fails as a whole (the watchdog then counts the
+    /// lease as not renewed, and loses it once a whole lease passed that way).
+    pub(crate) async fn renew(
+        &self,
+        batch: &[HeldLock],
+        lease: Duration,
+    ) -> Result<Vec<bool>, BoxError> {
+        let lease = lease + drift(lease);
+        let answers = join_all(self.nodes.iter().map(|n| n.redis.renew(batch, lease))).await;
+        let renewed: Vec<&Vec<bool>> = answers.iter().filter_map(|a| a.as_ref().ok()).collect();
+        if renewed.len() < self.quorum() {
+            let answers: Vec<_> = answers.into_iter().enumerate().collect();
+            return Err(self.down("renewal", &answers));
+        }
+        Ok((0..batch.len())
+            .map(|i| {
+                let held = renewed.iter().filter(|r| r.get(i) == Some(&true)).count();
+                held >= self.quorum()
+            })
+            .collect())
+    }
+
+    /// A request of this process stopped waiting for `id`: withdraw or pass on, on every master.
+    pub(crate) async fn abandon(&self, id: &LockId, departure: Departure) -> Result<(), BoxError> {
+        let answers = join_all(self.nodes.iter().map(|n| n.redis.abandon(id, departure))).await;
+        if answers.iter().filter(|a| a.is_ok()).count() < self.quorum() {
+            let answers: Vec<_> = answers.into_iter().enumerate().collect();
+            return Err(self.down("withdrawal of a waiter", &answers));
+        }
+        Ok(())
+    }
+
+    /// The error of a round that fewer than a majority of masters answered.
+    fn down<T>(&self, what: &str, answers: &[(usize, Result<T, BoxError>)]) -> BoxError {
+        let n = self.nodes.len();
+        let answered = answers.iter().filter(|(_, a)| a.is_ok()).count();
+        let mut msg = format!(
+            "{what}: only {answered} of {n} Redis masters answered; a quorum needs {}",
+            self.quorum()
+        );
+        for (i, node) in self.nodes.iter().enumerate() {
+            match answers.iter().find(|(j, _)| *j == i).map(|(_, a)| a) {
+                Some(Ok(_)) => {}
+                Some(Err(err)) => msg.push_str(&format!("; {}: {err}", node.name)),
+                None => msg.push_str(&format!("; {}: no answer yet", node.name)),
+            }
+        }
+        msg.into()
+    }
+}

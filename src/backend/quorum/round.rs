@@ -1,0 +1,178 @@
+//! One round of calls to every master: sent in parallel, counted as the answers arrive, and decided
+//! as soon as the outcome can no longer change. The calls still in flight then are handed back, to
+//! be finished in the background (never dropped: a dropped call could leave a lock behind).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+
+use crate::error::BoxError;
+
+/// One master's call in a round: its index and its answer.
+pub(super) type NodeCall<T> = Pin<Box<dyn Future<Output = (usize, Result<T, BoxError>)> + Send>>;
+
+/// How a round ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// A majority said yes (acquired, released, ...).
+    Yes,
+    /// A majority answered, but too few said yes: the lock is busy (or was not held).
+    No,
+    /// Too few masters answered at all: the quorum is down.
+    Down,
+}
+
+/// The answers of one round so far.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Count {
+    pub(super) yes: usize,
+    pub(super) no: usize,
+    pub(super) failed: usize,
+}
+
+/// The size of a majority of `n` masters.
+pub(super) fn majority(n: usize) -> usize {
+    n / 2 + 1
+}
+
+impl Count {
+    /// The verdict, once the answers still pending cannot change it.
+    ///
+    /// "Down" wins over "busy" only when fewer than a majority answered: then nothing can be decided
+    /// (the masters that did not answer might hold the lock, or might be free). When a majority
+    /// answered and too few said yes, the lock is busy: held elsewhere, or split between contenders.
+    pub(super) fn verdict(&self, n: usize) -> Option<Verdict> {
+        let q = majority(n);
+        let pending = n.saturating_sub(self.yes + self.no + self.failed);
+        if self.yes >= q {
+            return Some(Verdict::Yes);
+        }
+        if self.yes + pending >= q {
+            return None;
+        }
+        let answered = self.yes + self.no;
+        if answered >= q {
+            Some(Verdict::No)
+        } else if answered + pending < q {
+            Some(Verdict::Down)
+        } else {
+            None
+        }
+    }
+}
+
+/// The outcome of a round: the answers that decided it, and the calls still in flight.
+pub(super) struct Round<T> {
+    pub(super) answers: Vec<(usize, Result<T, BoxError>)>,
+    pub(super) rest: FuturesUnordered<NodeCall<T>>,
+    pub(super) verdict: Verdict,
+}
+
+/// Send every call at once and collect answers until the verdict is certain. `yes` says which
+/// answers count for the verdict.
+pub(super) async fn gather<T>(
+    calls: impl IntoIterator<Item = NodeCall<T>>,
+    n: usize,
+    yes: impl Fn(&T) -> bool,
+) -> Round<T> {
+    let mut rest: FuturesUnordered<NodeCall<T>> = calls.into_iter().collect();
+    let mut answers = Vec::with_capacity(n);
+    let mut count = Count::default();
+    loop {
+        if let Some(verdict) = count.verdict(n) {
+            return Round {
+                answers,
+                rest,
+                verdict,
+            };
+        }
+        let Some((node, answer)) = rest.next().await else {
+            // Every call answered: `verdict` is always decided then; this is only a safe default.
+            return Round {
+                answers,
+                rest,
+                verdict: Verdict::Down,
+            };
+        };
+        match &answer {
+            Ok(value) if yes(value) => count.yes += 1,
+            Ok(_) => count.no += 1,
+            Err(_) => count.failed += 1,
+        }
+        answers.push((node, answer));
+    }
+}
+
+/// The clock-drift allowance of a lease: masters' clocks may run up to 1% apart from ours, plus
+/// 2 ms for the granularity of their expiry (RedLock's rule).
+pub(super) fn drift(lease: Duration) -> Duration {
+    lease / 100 + Duration::from_millis(2)
+}
+
+/// A random duration in `[0, max]`, so that contenders that split a lock do not retry in lockstep.
+pub(crate) fn jitter(max: Duration) -> Duration {
+    let nanos = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
+    if nanos == 0 {
+        return Duration::ZERO;
+    }
+    // A v4 UUID is 122 random bits from the OS: plenty, and no extra dependency.
+    let random = uuid::Uuid::new_v4().as_u128() as u64;
+    Duration::from_nanos(random % (nanos + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(yes: usize, no: usize, failed: usize) -> Count {
+        Count { yes, no, failed }
+    }
+
+    #[test]
+    fn a_majority_of_yes_decides_at_once() {
+        assert_eq!(count(2, 0, 0).verdict(3), Some(Verdict::Yes));
+        assert_eq!(count(3, 0, 0).verdict(5), Some(Verdict::Yes));
+        assert_eq!(count(1, 0, 0).verdict(3), None);
+        assert_eq!(count(2, 1, 1).verdict(5), None, "one pending can still win");
+    }
+
+    #[test]
+    fn busy_needs_a_majority_of_answers_else_the_quorum_is_down() {
+        // two masters answered "busy": held elsewhere, whatever the third says
+        assert_eq!(count(0, 2, 0).verdict(3), Some(Verdict::No));
+        // split: one each way, one down — a majority answered
+        assert_eq!(count(1, 1, 1).verdict(3), Some(Verdict::No));
+        // one busy, two down: nobody can tell who holds it
+        assert_eq!(count(0, 1, 2).verdict(3), Some(Verdict::Down));
+        assert_eq!(count(1, 0, 2).verdict(3), Some(Verdict::Down));
+        // one busy, one down, one pending: the pending one decides busy vs down
+        assert_eq!(count(0, 1, 1).verdict(3), None);
+        assert_eq!(count(0, 0, 3).verdict(5), Some(Verdict::Down));
+        assert_eq!(count(0, 3, 2).verdict(5), Some(Verdict::No));
+        assert_eq!(count(2, 0, 3).verdict(5), Some(Verdict::Down));
+    }
+
+    #[test]
+    fn every_complete_round_has_a_verdict() {
+        for n in 3..=7 {
+            for yes in 0..=n {
+                for no in 0..=n - yes {
+                    let c = count(yes, no, n - yes - no);
+                    assert!(c.verdict(n).is_some(), "{c:?} of {n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn drift_and_jitter_stay_in_bounds() {
+        assert_eq!(drift(Duration::from_secs(30)), Duration::from_millis(302));
+        assert_eq!(drift(Duration::from_millis(100)), Duration::from_millis(3));
+        assert_eq!(jitter(Duration::ZERO), Duration::ZERO);
+        for _ in 0..100 {
+            assert!(jitter(Duration::from_millis(3)) <= Duration::from_millis(3));
+        }
+    }
+}
