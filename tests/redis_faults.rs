@@ -282,3 +282,41 @@ async fn a_thousand_waiters_share_one_connection_and_do_not_poll() {
     }
     assert_eq!(acquired.load(Ordering::SeqCst), 1000);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_fail_promptly_when_redis_dies() {
+    // a 30 s lease: a waiter that slept out the holder's lease would take that long
+    let mut server = RedisServer::start();
+    let holder = manager_with_lease(&server, Duration::from_secs(30)).await;
+    let m = manager_with_lease(&server, Duration::from_secs(30)).await;
+    let _held = holder
+        .acquire("doomed", &LockOptions::exclusive())
+        .await
+        .unwrap();
+    let _held_fair = holder
+        .acquire("doomed-fair", &LockOptions::fair())
+        .await
+        .unwrap();
+    let mut waiting = Vec::new();
+    for (key, opts) in [
+        ("doomed", LockOptions::exclusive()),
+        ("doomed-fair", LockOptions::fair()),
+    ] {
+        let m = m.clone();
+        waiting.push(tokio::spawn(async move {
+            m.acquire(key, &opts).await.map(drop)
+        }));
+    }
+    assert!(support::wait_until(Duration::from_secs(10), || m.waiting() == 2));
+    server.kill();
+    let killed = Instant::now();
+    for w in waiting {
+        let err = w.await.unwrap().unwrap_err();
+        assert!(err.is_unavailable(), "{err:?}");
+    }
+    assert!(
+        killed.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        killed.elapsed()
+    );
+}

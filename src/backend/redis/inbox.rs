@@ -101,6 +101,9 @@ impl Inbox {
                     }
                     None => {
                         tracing::warn!(channel = %self.channel, "lock inbox disconnected; reconnecting");
+                        // Every waiter re-checks now: if Redis is gone they fail fast with an
+                        // error instead of sleeping out the holder's lease.
+                        waiters.wake_all();
                         tokio::select! {
                             _ = &mut shutdown => return,
                             s = self.reconnect() => stream = s,
