@@ -135,8 +135,9 @@ impl LockManagerBuilder {
     }
 
     /// Quorum managers: how long one master may take to answer a command (default 250 ms) before
-    /// it counts as failed. Keep it well under the lease; a master that is slower than this is
-    /// simply outvoted by the others.
+    /// it counts as failed (its connection is then replaced, and opening one is bounded by this
+    /// too). Keep it well under the lease. An attempt never waits for a slow master once the others
+    /// decided it; the command timeout then only bounds subscribing the masters' inboxes.
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = timeout;
         self
