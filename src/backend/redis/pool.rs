@@ -46,10 +46,18 @@ impl bb8::ManageConnection for Connector {
     type Error = RedisError;
 
     async fn connect(&self) -> Result<Tracked, RedisError> {
-        let conn = self
+        let mut conn = self
             .client
             .get_multiplexed_async_connection_with_config(&self.config)
             .await?;
+        // Load every script in one round trip: a fresh connection often means a fresh server (a
+        // restart empties the script cache), and NOSCRIPT would cost each script's first call two
+        // more round trips.
+        let mut load = redis::pipe();
+        for source in super::scripts::ALL {
+            load.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
+        }
+        load.query_async::<()>(&mut conn).await?;
         Ok(Tracked {
             conn,
             broken: Arc::new(AtomicBool::new(false)),
