@@ -266,6 +266,37 @@ async fn nested_layers_and_the_handler_reenter_the_request_lock() {
 }
 
 #[tokio::test]
+async fn a_nested_layer_on_another_manager_locks_in_its_own_manager() {
+    let outer = LockManager::memory();
+    let inner = LockManager::memory();
+    let handler = |Extension(held): Extension<HeldLocks>| async move { format!("{}", held.len()) };
+    let app = Router::new()
+        .route("/accounts/{id}", put(handler))
+        .route_layer(accounts(&inner))
+        .layer(accounts(&outer));
+    let addr = serve(app).await;
+    let client = HttpClient::default();
+
+    // the inner manager's lock is busy: the request must wait there, not slip through the outer one
+    let held = inner
+        .acquire("accounts/8", &LockOptions::exclusive())
+        .await
+        .expect("hold");
+    let waiting = tokio::spawn({
+        let client = client.clone();
+        async move { client.send("PUT", addr, "/accounts/8").await }
+    });
+    assert!(
+        eventually(|| inner.waiting() == 1).await,
+        "the inner layer waits in its own manager"
+    );
+    drop(held);
+    let reply = waiting.await.expect("request");
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(reply.body, "2");
+}
+
+#[tokio::test]
 async fn max_waiters_rejects_the_excess_at_once() {
     let manager = LockManager::memory();
     let bank = Arc::new(Bank::default());

@@ -109,8 +109,11 @@ where
         if keys.is_empty() {
             return ResponseFuture::new(None, inner, req, policy, grpc);
         }
+        // Re-enter through the request's owner, unless it belongs to another manager (a nested
+        // layer over a different backend): then this layer's locks get an owner of their own.
         let owner = match req.extensions().get::<LockOwner>() {
-            Some(owner) => owner.clone(),
+            Some(owner) if owner.belongs_to(&self.manager) => owner.clone(),
+            Some(_) => self.manager.owner(),
             None => {
                 let owner = self.manager.owner();
                 req.extensions_mut().insert(owner.clone());

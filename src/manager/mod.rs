@@ -360,6 +360,12 @@ impl LockOwner {
     pub fn manager(&self) -> &LockManager {
         &self.manager
     }
+
+    /// True when this owner was made by `manager` (or a clone of it): only then do its locks go
+    /// through that manager's backend.
+    pub fn belongs_to(&self, manager: &LockManager) -> bool {
+        Arc::ptr_eq(&self.manager.shared, &manager.shared)
+    }
 }
 
 pub(crate) fn new_manager_id() -> Arc<str> {
