@@ -120,7 +120,10 @@ impl WaitRegistry {
     /// Wake the waiters of `id` owned by `owner` (a heartbeat found them out of the queue).
     pub(crate) fn wake_owner(&self, id: &str, owner: &str) {
         if let Some(queue) = self.lock().get(id) {
-            queue.iter().filter(|w| &*w.owner == owner).for_each(|w| w.wake());
+            queue
+                .iter()
+                .filter(|w| &*w.owner == owner)
+                .for_each(|w| w.wake());
         }
     }
 
