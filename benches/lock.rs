@@ -16,7 +16,10 @@ fn uncontended(c: &mut Criterion) {
     let server = support::RedisServer::start();
     let (mut conn, redis, memory) = rt.block_on(async {
         let client = redis::Client::open(server.url()).expect("client");
-        let conn = client.get_multiplexed_async_connection().await.expect("connection");
+        let conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connection");
         let redis = LockManager::redis(&server.url()).await.expect("manager");
         (conn, redis, LockManager::memory())
     });
@@ -27,7 +30,10 @@ fn uncontended(c: &mut Criterion) {
         b.to_async(&rt).iter(|| {
             let mut conn = conn.clone();
             async move {
-                let _: String = redis::cmd("PING").query_async(&mut conn).await.expect("PING");
+                let _: String = redis::cmd("PING")
+                    .query_async(&mut conn)
+                    .await
+                    .expect("PING");
             }
         })
     });
