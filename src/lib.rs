@@ -33,8 +33,11 @@
 //! In a web service, a [`LockLayer`] does this for every request: a key extractor from [`key`] names
 //! the locks (`key::pattern("/accounts/{id}")` locks `accounts/42` for `PUT /accounts/42/orders`), the
 //! handler runs while they are held, and a busy lock, a timeout or an unreachable Redis becomes an
-//! HTTP or gRPC response. It works with axum, tonic and any tower service: see [`layer`].
+//! HTTP or gRPC response. It works with axum, tonic and any tower service: see [`layer`]. actix-web
+//! gets the same through `actix::LockMiddleware` (feature `actix`).
 
+#[cfg(feature = "actix")]
+pub mod actix;
 mod backend;
 mod error;
 mod guard;

@@ -66,6 +66,10 @@ impl dyn RequestView + '_ {
             if let Some(extensions) = container.downcast_ref::<http::Extensions>() {
                 found = extensions.get::<T>().cloned();
             }
+            #[cfg(feature = "actix")]
+            if let Some(extensions) = container.downcast_ref::<actix_web::dev::Extensions>() {
+                found = extensions.get::<T>().cloned();
+            }
         });
         found
     }

@@ -99,7 +99,17 @@ impl std::fmt::Debug for Policy {
 
 impl Policy {
     /// The response for `rejection`, counted in the metrics.
-    pub(crate) fn respond(&self, mut rejection: Rejection, grpc: bool) -> http::Response<Bytes> {
+    pub(crate) fn respond(&self, rejection: Rejection, grpc: bool) -> http::Response<Bytes> {
+        let rejection = self.settle(rejection, grpc);
+        match &self.reject {
+            Some(reject) => reject(&rejection),
+            None => rejection.default_response(),
+        }
+    }
+
+    /// Give `rejection` this layer's `Retry-After`, count it in the metrics and log it: everything
+    /// but building the response, which is the web stack's (the actix adapter builds its own).
+    pub(crate) fn settle(&self, mut rejection: Rejection, grpc: bool) -> Rejection {
         rejection.set_context(self.retry_after, grpc);
         metrics::rejected(rejection.reason());
         match rejection.reason() {
@@ -108,10 +118,7 @@ impl Policy {
             }
             _ => tracing::debug!(%rejection, "request rejected by the lock layer"),
         }
-        match &self.reject {
-            Some(reject) => reject(&rejection),
-            None => rejection.default_response(),
-        }
+        rejection
     }
 
     /// Acquire every lock in `keys` (sorted, without duplicates) for `owner`, waiting at most until

@@ -1,0 +1,330 @@
+//! actix-web middleware (feature `actix`): [`LockMiddleware`] runs each request under the locks its
+//! key extractor names, with the same [`LockManager`], [`LockOptions`], key extractors and
+//! rejections as the tower [`LockLayer`](crate::LockLayer).
+//!
+//! actix-web 4 is built on `http` 0.2 and its own service traits, so it gets this adapter rather
+//! than the tower layer; what happens to a request is the same code. Wrap an `App`, a `Scope` or a
+//! `Resource`:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use actix_web::{test, web, App, HttpResponse};
+//! use tower_lock::actix::LockMiddleware;
+//! use tower_lock::key::{self, KeyExtractor};
+//! use tower_lock::{LockInfo, LockManager, LockOptions};
+//!
+//! // one manager per process, built before the server (LockManager::redis(url).await? for replicas)
+//! let manager = LockManager::memory();
+//! let locks = LockMiddleware::new(manager.clone(), key::pattern("/accounts/{id}").skip_methods(["GET"]))
+//!     .options(LockOptions::exclusive().wait_timeout(Duration::from_secs(5)));
+//!
+//! async fn deposit(lock: web::ReqData<LockInfo>) -> HttpResponse {
+//!     // ... read, modify and write the account, passing the fencing token to the storage ...
+//!     HttpResponse::Ok().body(format!("{} {}", lock.key(), lock.fencing_token()))
+//! }
+//!
+//! let app = test::init_service(
+//!     App::new()
+//!         .wrap(locks.clone())
+//!         .route("/accounts/{id}", web::put().to(deposit)),
+//! )
+//! .await;
+//! let response = test::call_service(&app, test::TestRequest::put().uri("/accounts/42").to_request()).await;
+//! assert_eq!(response.status(), 200);
+//! let body = test::read_body(response).await;
+//! assert!(body.starts_with(b"accounts/42 "));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! For each request the middleware derives the lock names synchronously in `call` (no name: the
+//! request passes through untouched), acquires them in sorted order, calls the wrapped service, and
+//! releases the locks when its response is ready (or, with
+//! [`hold_until_body_end`](LockMiddleware::hold_until_body_end), when the response body ends). It
+//! answers some requests itself, with the defaults of the tower layer: 400 when no usable lock name
+//! can be derived, 503 with `Retry-After` when the wait times out, 409 with `Retry-After` when a lock
+//! is busy in try mode ([`no_wait`](LockMiddleware::no_wait)), 503 with `Retry-After` when too many
+//! requests wait or the backend is unreachable, 503 when the lease is lost under
+//! [`OnLeaseLost::Abort`]; [`reject_with`](LockMiddleware::reject_with) replaces them.
+//!
+//! The handler finds in the request extensions the request's [`LockOwner`](crate::LockOwner)
+//! (`web::ReqData<LockOwner>`: acquire through it to re-enter the request's locks; nested lock
+//! middlewares reuse it), a [`LockInfo`] for the first lock (`web::ReqData<LockInfo>`) and
+//! [`HeldLocks`], every lock held for the request so far.
+//!
+//! **Workers.** `HttpServer::new` calls its factory once per worker thread. Build the manager once,
+//! before the server, and clone it into the factory; build the middleware there too and clone it in
+//! when you use [`max_waiters`](LockMiddleware::max_waiters), so that the limit counts the waiters of
+//! every worker together rather than of each worker apart.
+//!
+//! **Disconnects.** When actix-web drops a request's service future, a lock the request waits for
+//! is abandoned and a lock it holds is released in the background. actix-web drops it when the
+//! connection fails (a reset, a write error); a client that only closes its side of the connection
+//! (a FIN) is, by default, still answered, unless the server is built with
+//! `HttpServer::h1_allow_half_closed(false)`.
+
+mod body;
+mod service;
+mod view;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
+use actix_web::http::StatusCode;
+use actix_web::HttpResponse;
+
+pub use body::LockBody;
+pub use service::LockMiddlewareService;
+
+use crate::key::KeyExtractor;
+use crate::layer::policy::{Policy, Wait, WaitCounts};
+use crate::layer::{HeldLocks, OnLeaseLost, Rejection};
+use crate::manager::LockManager;
+use crate::options::{LockOptions, Mode};
+use crate::LockInfo;
+
+/// A custom rejection response.
+type RejectFn = Arc<dyn Fn(&Rejection) -> HttpResponse + Send + Sync>;
+
+/// actix-web middleware that runs each request under the locks that its key extractor derives
+/// from it: see the [module docs](self).
+///
+/// Defaults, as for [`LockLayer`](crate::LockLayer): exclusive locks kept by the manager's
+/// watchdog, a wait of at most [`DEFAULT_WAIT_TIMEOUT`](crate::layer::DEFAULT_WAIT_TIMEOUT)
+/// (10 s), no limit on waiters, locks released when the response is ready, the handler left running
+/// if its lease is lost, `Retry-After: 1`.
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_lock::actix::LockMiddleware;
+/// use tower_lock::{key, LockManager, LockOptions, OnLeaseLost};
+///
+/// let locks = LockMiddleware::new(LockManager::memory(), key::pattern("/accounts/{id}"))
+///     .options(LockOptions::fair().wait_timeout(Duration::from_secs(5)))
+///     .max_waiters(100)
+///     .on_lease_lost(OnLeaseLost::Abort);
+/// // App::new().wrap(locks.clone()) in the HttpServer factory
+/// ```
+pub struct LockMiddleware<K> {
+    manager: LockManager,
+    extractor: Arc<K>,
+    policy: Arc<Policy>,
+    reject: Option<RejectFn>,
+}
+
+impl<K> Clone for LockMiddleware<K> {
+    fn clone(&self) -> Self {
+        LockMiddleware {
+            manager: self.manager.clone(),
+            extractor: self.extractor.clone(),
+            policy: self.policy.clone(),
+            reject: self.reject.clone(),
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for LockMiddleware<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockMiddleware")
+            .field("policy", &self.policy)
+            .field("custom_reject", &self.reject.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: KeyExtractor> LockMiddleware<K> {
+    /// Lock what `extractor` names in each request, through `manager` (one per process, shared by
+    /// every middleware and every worker: nested middlewares re-enter locks through the request's
+    /// one owner).
+    pub fn new(manager: LockManager, extractor: K) -> Self {
+        LockMiddleware {
+            manager,
+            extractor: Arc::new(extractor),
+            policy: Arc::new(Policy::default()),
+            reject: None,
+        }
+    }
+
+    fn with(mut self, change: impl FnOnce(&mut Policy)) -> Self {
+        change(Arc::make_mut(&mut self.policy));
+        self
+    }
+
+    /// Take the mode and the lease from `opts`, and its wait timeout if it sets one (a middleware
+    /// never waits forever by accident: without a timeout in `opts` it keeps its own, 10 s by
+    /// default; call [`wait_forever`](Self::wait_forever) to mean it).
+    pub fn options(self, opts: LockOptions) -> Self {
+        self.with(|policy| {
+            if let Some(timeout) = opts.wait_timeout_value() {
+                policy.wait = Wait::For(timeout);
+            }
+            policy.lock = opts.wait_forever();
+        })
+    }
+
+    /// Exclusive (the default) or fair (FIFO) locks.
+    pub fn mode(self, mode: Mode) -> Self {
+        self.with(|policy| policy.lock = policy.lock.mode(mode))
+    }
+
+    /// Wait at most `timeout` for a busy lock (all the locks of a request together), then answer
+    /// 503 with `Retry-After`. Default [`DEFAULT_WAIT_TIMEOUT`](crate::layer::DEFAULT_WAIT_TIMEOUT).
+    pub fn wait_timeout(self, timeout: Duration) -> Self {
+        self.with(|policy| policy.wait = Wait::For(timeout))
+    }
+
+    /// Wait as long as it takes.
+    pub fn wait_forever(self) -> Self {
+        self.with(|policy| policy.wait = Wait::Forever)
+    }
+
+    /// Try mode: never wait. A request whose lock is busy is answered 409 Conflict with
+    /// `Retry-After` at once.
+    pub fn no_wait(self) -> Self {
+        self.with(|policy| policy.wait = Wait::Never)
+    }
+
+    /// Hold each lock for a fixed `lease` instead of letting the manager's watchdog renew it: the
+    /// lock frees itself `lease` after it was taken, whatever the handler does. Pair it with
+    /// [`OnLeaseLost::Abort`] to stop handlers that outlive their lease.
+    pub fn lease(self, lease: Duration) -> Self {
+        self.with(|policy| policy.lock = policy.lock.lease(lease))
+    }
+
+    /// Let the manager's watchdog keep the leases (the default).
+    pub fn watchdog_lease(self) -> Self {
+        self.with(|policy| policy.lock = policy.lock.watchdog_lease())
+    }
+
+    /// What to do when a lease is lost while the handler runs (default [`OnLeaseLost::Continue`]).
+    /// With [`OnLeaseLost::Abort`] the handler's future is dropped and the request answered 503.
+    pub fn on_lease_lost(self, on_lease_lost: OnLeaseLost) -> Self {
+        self.with(|policy| policy.on_lease_lost = on_lease_lost)
+    }
+
+    /// Let at most `max` requests of this process wait for the same lock through this middleware
+    /// (and its clones); more are answered at once with 503 and `Retry-After`. A request that finds
+    /// its lock free never counts. Default: no limit. Build the middleware once and clone it into
+    /// the `HttpServer` factory, so that every worker counts against the same limit.
+    pub fn max_waiters(self, max: usize) -> Self {
+        self.with(|policy| policy.max_waiters = Some((max, Arc::new(WaitCounts::default()))))
+    }
+
+    /// Keep the locks until the response body has been sent (or fails, or is dropped), not only
+    /// until the response is ready: for handlers that stream what they read under the lock.
+    pub fn hold_until_body_end(self) -> Self {
+        self.with(|policy| policy.hold_body = true)
+    }
+
+    /// The `Retry-After` of rejections that invite a retry (default
+    /// [`DEFAULT_RETRY_AFTER`](crate::layer::DEFAULT_RETRY_AFTER): 1 s; sent in whole seconds,
+    /// rounded up).
+    pub fn retry_after(self, after: Duration) -> Self {
+        self.with(|policy| policy.retry_after = after)
+    }
+
+    /// Answer rejected requests with `reject`'s response instead of the default one (which
+    /// [`rejection_response`] still builds, to start from).
+    ///
+    /// ```
+    /// use actix_web::http::StatusCode;
+    /// use tower_lock::actix::{rejection_response, LockMiddleware};
+    /// use tower_lock::{key, LockManager, RejectReason};
+    ///
+    /// let locks = LockMiddleware::new(LockManager::memory(), key::path()).reject_with(|rejection| {
+    ///     let mut response = rejection_response(rejection);
+    ///     if rejection.reason() == RejectReason::Busy {
+    ///         *response.status_mut() = StatusCode::LOCKED; // 423 instead of 409
+    ///     }
+    ///     response
+    /// });
+    /// ```
+    pub fn reject_with<F>(mut self, reject: F) -> Self
+    where
+        F: Fn(&Rejection) -> HttpResponse + Send + Sync + 'static,
+    {
+        self.reject = Some(Arc::new(reject));
+        self
+    }
+
+    /// The lock options each acquisition uses (mode and lease; the wait is the middleware's).
+    pub fn lock_options(&self) -> LockOptions {
+        self.policy.lock
+    }
+}
+
+impl<S, B, K> Transform<S, ServiceRequest> for LockMiddleware<K>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>> + 'static,
+    B: MessageBody + 'static,
+    K: KeyExtractor,
+{
+    type Response = ServiceResponse<LockBody<B>>;
+    type Error = S::Error;
+    type Transform = LockMiddlewareService<S, K>;
+    type InitError = ();
+    type Future = std::future::Ready<Result<Self::Transform, Self::InitError>>;
+
+    fn new_transform(&self, service: S) -> Self::Future {
+        std::future::ready(Ok(LockMiddlewareService::new(
+            service,
+            self.manager.clone(),
+            self.extractor.clone(),
+            Arc::new(Rejecter {
+                policy: self.policy.clone(),
+                reject: self.reject.clone(),
+            }),
+        )))
+    }
+}
+
+/// The policy of one middleware and how it answers the requests it rejects.
+struct Rejecter {
+    policy: Arc<Policy>,
+    reject: Option<RejectFn>,
+}
+
+impl Rejecter {
+    /// The response for `rejection`, counted in the metrics.
+    fn respond(&self, rejection: Rejection) -> HttpResponse {
+        let rejection = self.policy.settle(rejection, false);
+        match &self.reject {
+            Some(reject) => reject(&rejection),
+            None => rejection_response(&rejection),
+        }
+    }
+}
+
+/// The response the middleware sends for `rejection` unless told otherwise: the same as the tower
+/// layer's ([`Rejection::default_response`]), as an actix-web response — the reason's status, a
+/// `Retry-After` in whole seconds (rounded up) when the rejection invites a retry, and a one-line
+/// plain-text body naming the lock.
+pub fn rejection_response(rejection: &Rejection) -> HttpResponse {
+    let response = rejection.default_response();
+    let status = StatusCode::from_u16(response.status().as_u16())
+        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut builder = HttpResponse::build(status);
+    for (name, value) in response.headers() {
+        builder.append_header((name.as_str(), value.as_bytes()));
+    }
+    builder.body(response.into_body())
+}
+
+/// Tell the handler what the request holds: a [`LockInfo`] for the first lock of this middleware,
+/// and every lock of every lock middleware so far in [`HeldLocks`].
+fn publish(infos: impl Iterator<Item = LockInfo>, extensions: &mut actix_web::dev::Extensions) {
+    let mut infos = infos.peekable();
+    let Some(first) = infos.peek().cloned() else {
+        return;
+    };
+    let mut held = extensions.remove::<HeldLocks>().unwrap_or_default();
+    for info in infos {
+        held.push(info);
+    }
+    extensions.insert(held);
+    extensions.insert(first);
+}

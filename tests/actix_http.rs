@@ -1,0 +1,634 @@
+//! The actix-web middleware through real actix-web servers on loopback (two worker threads each),
+//! with the memory backend, and a real HTTP/1.1 client.
+
+mod actix_common;
+mod layer_common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix_common::{bank_routes, serve, serve_with, ServerConfig};
+use actix_web::http::StatusCode as ActixStatus;
+use actix_web::{web, App, HttpResponse};
+use axum::http::StatusCode;
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use layer_common::{Bank, HttpClient};
+use tokio::io::AsyncWriteExt;
+use tower_lock::actix::{rejection_response, LockMiddleware};
+use tower_lock::key::{self, KeyExtractor};
+use tower_lock::{
+    HeldLocks, LockInfo, LockManager, LockOptions, LockOwner, Mode, OnLeaseLost, RejectReason,
+};
+
+const GENEROUS: Duration = Duration::from_secs(10);
+
+fn accounts(manager: &LockManager) -> LockMiddleware<impl KeyExtractor + Clone> {
+    LockMiddleware::new(manager.clone(), key::pattern("/accounts/{id}"))
+}
+
+/// Poll `cond` until it holds; false after [`GENEROUS`].
+async fn eventually(mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + GENEROUS;
+    while !cond() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    true
+}
+
+/// Sets its flag when dropped: proves that a handler's future was dropped.
+struct DropFlag(Arc<AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A handler that reports it started, then never finishes (until its future is dropped).
+fn endless_handler(
+    dropped: &Arc<AtomicBool>,
+) -> (
+    impl Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = HttpResponse>>> + Clone,
+    tokio::sync::mpsc::UnboundedReceiver<()>,
+) {
+    let (started_tx, started) = tokio::sync::mpsc::unbounded_channel();
+    let dropped = dropped.clone();
+    let handler = move || {
+        let flag = DropFlag(dropped.clone());
+        let started_tx = started_tx.clone();
+        Box::pin(async move {
+            let _flag = flag;
+            let _ = started_tx.send(());
+            std::future::pending::<()>().await;
+            HttpResponse::Ok().body("never")
+        }) as std::pin::Pin<Box<dyn std::future::Future<Output = HttpResponse>>>
+    };
+    (handler, started)
+}
+
+/// Open a connection and send a request on it; dropping the connection closes it (FIN).
+async fn send_raw(addr: std::net::SocketAddr, method: &str, path: &str) -> tokio::net::TcpStream {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!("{method} {path} HTTP/1.1\r\nhost: test\r\ncontent-length: 0\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("write request");
+    stream
+}
+
+/// Drop the connection the way a crashed or impatient client does: with a reset (RST).
+fn reset(connection: tokio::net::TcpStream) {
+    #[allow(deprecated)] // SO_LINGER 0 blocks nothing: it makes close() send RST at once
+    connection
+        .set_linger(Some(Duration::ZERO))
+        .expect("SO_LINGER 0");
+    drop(connection);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_concurrent_puts_to_one_account_lose_no_update() {
+    let manager = LockManager::memory();
+    let bank = Arc::new(Bank::default());
+    let locks = accounts(&manager).wait_timeout(Duration::from_secs(60));
+    let server = serve({
+        let bank = bank.clone();
+        move || {
+            App::new()
+                .wrap(locks.clone())
+                .configure(|cfg| bank_routes(cfg, bank.clone()))
+        }
+    });
+    let client = HttpClient::default();
+
+    let puts = (0..200).map(|_| {
+        let client = client.clone();
+        let addr = server.addr;
+        tokio::spawn(async move { client.send("PUT", addr, "/accounts/1").await })
+    });
+    for reply in futures_util::future::join_all(puts).await {
+        let reply = reply.expect("request task");
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    }
+    assert_eq!(bank.balance(1), 200, "no deposit lost");
+    assert_eq!(bank.max_inside.load(Ordering::SeqCst), 1);
+    let tokens = bank.tokens(1);
+    assert_eq!(tokens.len(), 200, "every handler saw its LockInfo");
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+}
+
+#[tokio::test]
+async fn fair_mode_serves_concurrent_puts_one_at_a_time() {
+    let manager = LockManager::memory();
+    let bank = Arc::new(Bank::default());
+    let locks = accounts(&manager).mode(Mode::Fair).wait_timeout(GENEROUS);
+    assert_eq!(locks.lock_options().mode_value(), Mode::Fair);
+    let server = serve({
+        let bank = bank.clone();
+        move || {
+            App::new()
+                .wrap(locks.clone())
+                .configure(|cfg| bank_routes(cfg, bank.clone()))
+        }
+    });
+    let client = HttpClient::default();
+
+    let puts = (0..30).map(|_| client.send("PUT", server.addr, "/accounts/1"));
+    let replies = futures_util::future::join_all(puts).await;
+    assert!(
+        replies.iter().all(|r| r.status == StatusCode::OK),
+        "{replies:?}"
+    );
+    assert_eq!(bank.balance(1), 30);
+    assert_eq!(bank.max_inside.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn different_accounts_run_in_parallel() {
+    let manager = LockManager::memory();
+    // Each handler waits for the other one: only possible if both run at once.
+    let both_inside = Arc::new(tokio::sync::Barrier::new(2));
+    let locks = accounts(&manager).wait_timeout(Duration::from_secs(30));
+    let server = serve(move || {
+        let both_inside = both_inside.clone();
+        App::new()
+            .wrap(locks.clone())
+            .default_service(web::to(move || {
+                let both_inside = both_inside.clone();
+                async move {
+                    match tokio::time::timeout(GENEROUS, both_inside.wait()).await {
+                        Ok(_) => HttpResponse::Ok().finish(),
+                        Err(_) => HttpResponse::RequestTimeout().finish(),
+                    }
+                }
+            }))
+    });
+    let client = HttpClient::default();
+
+    let (one, two) = tokio::join!(
+        client.send("PUT", server.addr, "/accounts/1"),
+        client.send("PUT", server.addr, "/accounts/2/orders"),
+    );
+    assert_eq!((one.status, two.status), (StatusCode::OK, StatusCode::OK));
+}
+
+#[tokio::test]
+async fn wait_timeout_answers_503_with_retry_after() {
+    let manager = LockManager::memory();
+    let bank = Arc::new(Bank::default());
+    let locks = accounts(&manager)
+        .options(LockOptions::exclusive().wait_timeout(Duration::from_millis(100)));
+    let server = serve({
+        let bank = bank.clone();
+        move || {
+            App::new()
+                .wrap(locks.clone())
+                .configure(|cfg| bank_routes(cfg, bank.clone()))
+        }
+    });
+    let client = HttpClient::default();
+
+    let held = manager
+        .acquire("accounts/7", &LockOptions::exclusive())
+        .await
+        .expect("hold");
+    let started = Instant::now();
+    let reply = client.send("PUT", server.addr, "/accounts/7").await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(reply.retry_after(), Some("1"));
+    assert!(reply.body.contains("accounts/7"), "{}", reply.body);
+    assert!(started.elapsed() >= Duration::from_millis(100));
+    assert_eq!(bank.balance(7), 0, "the handler did not run");
+    assert_eq!(manager.waiting(), 0);
+
+    drop(held);
+    let reply = client.send("PUT", server.addr, "/accounts/7").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(bank.balance(7), 1);
+}
+
+#[tokio::test]
+async fn try_mode_answers_409_with_retry_after() {
+    let manager = LockManager::memory();
+    let bank = Arc::new(Bank::default());
+    let locks = accounts(&manager)
+        .no_wait()
+        .retry_after(Duration::from_secs(3));
+    let server = serve({
+        let bank = bank.clone();
+        move || {
+            App::new()
+                .wrap(locks.clone())
+                .configure(|cfg| bank_routes(cfg, bank.clone()))
+        }
+    });
+    let client = HttpClient::default();
+
+    let held = manager
+        .acquire("accounts/7", &LockOptions::exclusive())
+        .await
+        .expect("hold");
+    let reply = client.send("PUT", server.addr, "/accounts/7/x").await;
+    assert_eq!(reply.status, StatusCode::CONFLICT);
+    assert_eq!(reply.retry_after(), Some("3"));
+    assert!(reply.body.contains("accounts/7"), "{}", reply.body);
+    assert_eq!(manager.waiting(), 0, "try mode never waits");
+
+    let other = client.send("PUT", server.addr, "/accounts/8").await;
+    assert_eq!(other.status, StatusCode::OK, "other accounts are free");
+    drop(held);
+    let free = client.send("PUT", server.addr, "/accounts/7").await;
+    assert_eq!(free.status, StatusCode::OK);
+    assert_eq!(bank.balance(7), 1);
+}
+
+#[tokio::test]
+async fn handlers_read_lock_info_and_owner_through_req_data_and_reenter() {
+    let manager = LockManager::memory();
+    async fn handler(
+        owner: web::ReqData<LockOwner>,
+        info: web::ReqData<LockInfo>,
+        held: web::ReqData<HeldLocks>,
+    ) -> String {
+        let opts = LockOptions::exclusive().wait_timeout(Duration::from_millis(200));
+        let again = owner.acquire(info.key(), &opts).await.expect("re-enter");
+        let same_token = held
+            .iter()
+            .all(|h| h.fencing_token() == again.fencing_token());
+        format!("{} {} {}", held.len(), info.key(), same_token)
+    }
+    // the same lock from the App and from the Scope: the inner one re-enters through the owner
+    let strict = accounts(&manager).wait_timeout(Duration::from_millis(200));
+    let server = serve(move || {
+        App::new().wrap(strict.clone()).service(
+            web::scope("/accounts")
+                .wrap(strict.clone())
+                .route("/{id}", web::put().to(handler)),
+        )
+    });
+    let client = HttpClient::default();
+
+    let reply = client.send("PUT", server.addr, "/accounts/5").await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(reply.body, "2 accounts/5 true");
+    let free = manager
+        .try_acquire("accounts/5", &LockOptions::exclusive())
+        .await;
+    assert!(matches!(free, Ok(Some(_))), "every hold was released");
+}
+
+#[tokio::test]
+async fn a_nested_middleware_on_another_manager_locks_in_its_own_manager() {
+    let outer = LockManager::memory();
+    let inner = LockManager::memory();
+    let (outer_locks, inner_locks) = (accounts(&outer), accounts(&inner));
+    let server = serve(move || {
+        App::new().wrap(outer_locks.clone()).service(
+            web::resource("/accounts/{id}")
+                .wrap(inner_locks.clone())
+                .route(
+                    web::put()
+                        .to(|held: web::ReqData<HeldLocks>| async move { held.len().to_string() }),
+                ),
+        )
+    });
+    let client = HttpClient::default();
+
+    // the inner manager's lock is busy: the request must wait there, not slip through the outer one
+    let held = inner
+        .acquire("accounts/8", &LockOptions::exclusive())
+        .await
+        .expect("hold");
+    let waiting = tokio::spawn({
+        let client = client.clone();
+        let addr = server.addr;
+        async move { client.send("PUT", addr, "/accounts/8").await }
+    });
+    assert!(
+        eventually(|| inner.waiting() == 1).await,
+        "the inner middleware waits in its own manager"
+    );
+    drop(held);
+    let reply = waiting.await.expect("request");
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(reply.body, "2");
+}
+
+#[tokio::test]
+async fn unlocked_requests_pass_and_unusable_keys_answer_400() {
+    let manager = LockManager::memory();
+    let bank = Arc::new(Bank::default());
+    let reads_free = LockMiddleware::new(
+        manager.clone(),
+        key::pattern("/accounts/{id}").skip_methods(["get"]),
+    )
+    .wait_timeout(Duration::from_millis(50));
+    let by_header = LockMiddleware::new(
+        manager.clone(),
+        key::header("x-account").required().prefix("account:"),
+    );
+    let server =
+        serve({
+            let bank = bank.clone();
+            move || {
+                App::new()
+                    .wrap(reads_free.clone())
+                    .configure(|cfg| bank_routes(cfg, bank.clone()))
+                    .route("/health", web::get().to(|| async { "ok" }))
+                    .service(web::resource("/deposit").wrap(by_header.clone()).route(
+                        web::put().to(|info: web::ReqData<LockInfo>| async move {
+                            info.key().to_owned()
+                        }),
+                    ))
+            }
+        });
+    let client = HttpClient::default();
+
+    let _held = manager
+        .acquire("accounts/7", &LockOptions::exclusive())
+        .await
+        .expect("hold");
+    let read = client.send("GET", server.addr, "/accounts/7").await;
+    assert_eq!((read.status, read.body.as_str()), (StatusCode::OK, "read"));
+    let health = client.send("GET", server.addr, "/health").await;
+    assert_eq!(health.status, StatusCode::OK);
+    let write = client.send("PUT", server.addr, "/accounts/7").await;
+    assert_eq!(write.status, StatusCode::SERVICE_UNAVAILABLE);
+
+    let missing = client.send("PUT", server.addr, "/deposit").await;
+    assert_eq!(missing.status, StatusCode::BAD_REQUEST);
+    assert_eq!(missing.retry_after(), None);
+    let empty = client
+        .send_with("PUT", server.addr, "/deposit", &[("x-account", " ")])
+        .await;
+    assert_eq!(empty.status, StatusCode::BAD_REQUEST);
+    let good = client
+        .send_with("PUT", server.addr, "/deposit", &[("x-account", "42")])
+        .await;
+    assert_eq!(
+        (good.status, good.body.as_str()),
+        (StatusCode::OK, "account:42")
+    );
+}
+
+#[tokio::test]
+async fn reject_with_replaces_the_default_response() {
+    let manager = LockManager::memory();
+    let locks = accounts(&manager).no_wait().reject_with(|rejection| {
+        let mut response = rejection_response(rejection);
+        if rejection.reason() == RejectReason::Busy {
+            *response.status_mut() = ActixStatus::LOCKED;
+        }
+        response
+    });
+    let server = serve(move || {
+        App::new()
+            .wrap(locks.clone())
+            .default_service(web::to(|| async { "done" }))
+    });
+
+    let _held = manager
+        .acquire("accounts/1", &LockOptions::exclusive())
+        .await
+        .expect("hold");
+    let reply = HttpClient::default()
+        .send("PUT", server.addr, "/accounts/1")
+        .await;
+    assert_eq!(reply.status, StatusCode::LOCKED);
+    assert_eq!(reply.retry_after(), Some("1"), "built from the default");
+}
+
+#[tokio::test]
+async fn max_waiters_rejects_the_excess_at_once() {
+    let manager = LockManager::memory();
+    let bank = Arc::new(Bank::default());
+    // built once and cloned into every worker: one limit for the whole server
+    let locks = accounts(&manager)
+        .wait_timeout(Duration::from_secs(30))
+        .max_waiters(1);
+    let server = serve({
+        let bank = bank.clone();
+        move || {
+            App::new()
+                .wrap(locks.clone())
+                .configure(|cfg| bank_routes(cfg, bank.clone()))
+        }
+    });
+    let client = HttpClient::default();
+
+    let held = manager
+        .acquire("accounts/3", &LockOptions::exclusive())
+        .await
+        .expect("hold");
+    let first = tokio::spawn({
+        let client = client.clone();
+        let addr = server.addr;
+        async move { client.send("PUT", addr, "/accounts/3").await }
+    });
+    assert!(eventually(|| manager.waiting() == 1).await);
+
+    // fresh connections land on either worker; every one of them is over the limit
+    for _ in 0..4 {
+        let started = Instant::now();
+        let excess = HttpClient::default()
+            .send("PUT", server.addr, "/accounts/3")
+            .await;
+        assert_eq!(excess.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(excess.retry_after(), Some("1"));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "rejected at once"
+        );
+    }
+    let other = client.send("PUT", server.addr, "/accounts/4").await;
+    assert_eq!(other.status, StatusCode::OK, "the limit is per key");
+
+    drop(held);
+    let first = first.await.expect("first request");
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(bank.balance(3), 1);
+}
+
+#[tokio::test]
+async fn client_reset_while_waiting_withdraws_the_waiter() {
+    let manager = LockManager::memory();
+    let bank = Arc::new(Bank::default());
+    let locks = accounts(&manager).wait_timeout(Duration::from_secs(60));
+    let server = serve({
+        let bank = bank.clone();
+        move || {
+            App::new()
+                .wrap(locks.clone())
+                .configure(|cfg| bank_routes(cfg, bank.clone()))
+        }
+    });
+
+    let held = manager
+        .acquire("accounts/1", &LockOptions::exclusive())
+        .await
+        .expect("hold");
+    let connection = send_raw(server.addr, "PUT", "/accounts/1").await;
+    assert!(eventually(|| manager.waiting() == 1).await);
+    reset(connection);
+    assert!(
+        eventually(|| manager.waiting() == 0).await,
+        "the waiter left with its client"
+    );
+    drop(held);
+    let free = manager
+        .acquire(
+            "accounts/1",
+            &LockOptions::exclusive().wait_timeout(GENEROUS),
+        )
+        .await;
+    assert!(free.is_ok());
+    assert_eq!(bank.balance(1), 0, "the handler never ran");
+}
+
+#[tokio::test]
+async fn client_reset_while_the_handler_runs_releases_the_lock() {
+    let manager = LockManager::memory();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let (handler, mut started) = endless_handler(&dropped);
+    let locks = accounts(&manager);
+    let server = serve(move || {
+        App::new()
+            .wrap(locks.clone())
+            .default_service(web::to(handler.clone()))
+    });
+
+    let connection = send_raw(server.addr, "PUT", "/accounts/9").await;
+    started.recv().await.expect("the handler started");
+    let busy = manager
+        .try_acquire("accounts/9", &LockOptions::exclusive())
+        .await;
+    assert!(matches!(busy, Ok(None)), "held while the handler runs");
+    reset(connection);
+    let next = manager
+        .acquire(
+            "accounts/9",
+            &LockOptions::exclusive().wait_timeout(GENEROUS),
+        )
+        .await;
+    assert!(next.is_ok(), "released when the client went away");
+    assert!(dropped.load(Ordering::SeqCst), "the handler was dropped");
+}
+
+#[tokio::test]
+async fn closed_connection_releases_when_half_close_is_refused() {
+    let manager = LockManager::memory();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let (handler, mut started) = endless_handler(&dropped);
+    let locks = accounts(&manager);
+    let config = ServerConfig { half_closed: false };
+    let server = serve_with(config, move || {
+        App::new()
+            .wrap(locks.clone())
+            .default_service(web::to(handler.clone()))
+    });
+
+    let connection = send_raw(server.addr, "PUT", "/accounts/9").await;
+    started.recv().await.expect("the handler started");
+    drop(connection); // FIN
+    let next = manager
+        .acquire(
+            "accounts/9",
+            &LockOptions::exclusive().wait_timeout(GENEROUS),
+        )
+        .await;
+    assert!(next.is_ok(), "released when the client closed");
+    assert!(dropped.load(Ordering::SeqCst), "the handler was dropped");
+}
+
+#[tokio::test]
+async fn lost_lease_aborts_the_handler_with_503() {
+    let manager = LockManager::memory();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let (handler, _started) = endless_handler(&dropped);
+    let locks = accounts(&manager)
+        .lease(Duration::from_millis(100))
+        .on_lease_lost(OnLeaseLost::Abort);
+    let server = serve(move || {
+        App::new()
+            .wrap(locks.clone())
+            .default_service(web::to(handler.clone()))
+    });
+
+    let reply = tokio::time::timeout(
+        GENEROUS,
+        HttpClient::default().send("PUT", server.addr, "/accounts/2"),
+    )
+    .await
+    .expect("answered after the lease ran out");
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(reply.body.contains("lost"), "{}", reply.body);
+    assert!(dropped.load(Ordering::SeqCst), "the handler was dropped");
+}
+
+#[tokio::test]
+async fn hold_until_body_end_keeps_the_lock_while_the_body_streams() {
+    let manager = LockManager::memory();
+    let (finish_tx, finish_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let finish_rx = Arc::new(tokio::sync::Mutex::new(finish_rx));
+    let streaming = move || {
+        let finish_rx = finish_rx.clone();
+        async move {
+            let first = futures_util::stream::once(async {
+                Ok::<_, std::convert::Infallible>(Bytes::from("first "))
+            });
+            let last = futures_util::stream::once(async move {
+                finish_rx.lock().await.recv().await;
+                Ok::<_, std::convert::Infallible>(Bytes::from("last"))
+            });
+            HttpResponse::Ok().streaming(futures_util::StreamExt::chain(first, last))
+        }
+    };
+    let held_through_body =
+        LockMiddleware::new(manager.clone(), key::pattern("/stream/{id}")).hold_until_body_end();
+    let head_only = LockMiddleware::new(manager.clone(), key::pattern("/plain/{id}"));
+    let server = serve(move || {
+        App::new()
+            .service(
+                web::resource("/stream/{id}")
+                    .wrap(held_through_body.clone())
+                    .route(web::get().to(streaming.clone())),
+            )
+            .service(
+                web::resource("/plain/{id}")
+                    .wrap(head_only.clone())
+                    .route(web::get().to(|| async { "plain" })),
+            )
+    });
+    let client = HttpClient::default();
+    let exclusive = LockOptions::exclusive();
+
+    let response = client.head("GET", server.addr, "/stream/1").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let busy = manager.try_acquire("stream/1", &exclusive).await;
+    assert!(matches!(busy, Ok(None)), "held while the body streams");
+    finish_tx.send(()).expect("finish the body");
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    assert_eq!(&body[..], b"first last");
+    let free = manager
+        .acquire("stream/1", &exclusive.wait_timeout(GENEROUS))
+        .await;
+    assert!(free.is_ok(), "released at the end of the body");
+
+    let response = client.head("GET", server.addr, "/plain/1").await;
+    let free = manager.try_acquire("plain/1", &exclusive).await;
+    assert!(
+        matches!(free, Ok(Some(_))),
+        "released with the response head"
+    );
+    drop(response);
+}

@@ -1,0 +1,134 @@
+//! The actix-web middleware on the Redis backend: two actix-web replicas (each with its own
+//! manager) sharing one real `redis-server`, and what a client sees when Redis dies.
+
+mod actix_common;
+mod layer_common;
+mod support;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix_common::{bank_routes, serve, TestServer};
+use actix_web::App;
+use axum::http::StatusCode;
+use layer_common::{Bank, HttpClient};
+use support::RedisServer;
+use tower_lock::actix::LockMiddleware;
+use tower_lock::{key, LockManager, LockOptions};
+
+/// A manager with a short command timeout and lease: a dead Redis fails a fresh request after one
+/// command timeout, and a request already waiting at its next re-check, at most one lease later.
+async fn manager(server: &RedisServer) -> LockManager {
+    LockManager::builder()
+        .redis(server.url())
+        .lease(Duration::from_secs(2))
+        .command_timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .expect("redis manager")
+}
+
+/// An actix-web replica of the bank, locking through `manager`.
+fn replica(manager: &LockManager, bank: &Arc<Bank>, wait: Duration) -> TestServer {
+    let locks = LockMiddleware::new(manager.clone(), key::pattern("/accounts/{id}"))
+        .options(LockOptions::exclusive().wait_timeout(wait));
+    let bank = bank.clone();
+    serve(move || {
+        App::new()
+            .wrap(locks.clone())
+            .configure(|cfg| bank_routes(cfg, bank.clone()))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_lose_no_update_under_200_concurrent_puts() {
+    let server = RedisServer::start();
+    let (m1, m2) = (manager(&server).await, manager(&server).await);
+    // one store behind both replicas, like a shared database
+    let bank = Arc::new(Bank::default());
+    let wait = Duration::from_secs(60);
+    let replicas = [replica(&m1, &bank, wait), replica(&m2, &bank, wait)];
+    let client = HttpClient::default();
+
+    let puts = (0..200).map(|i| {
+        let client = client.clone();
+        let addr = replicas[i % 2].addr;
+        tokio::spawn(async move { client.send("PUT", addr, "/accounts/1").await })
+    });
+    for reply in futures_util::future::join_all(puts).await {
+        let reply = reply.expect("request task");
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    }
+    assert_eq!(bank.balance(1), 200, "no update lost");
+    assert_eq!(bank.max_inside.load(Ordering::SeqCst), 1);
+    let tokens = bank.tokens(1);
+    assert_eq!(tokens.len(), 200);
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "fencing tokens increase in write order"
+    );
+    assert_eq!(
+        server.pubsub_clients(),
+        2,
+        "one pub/sub connection per manager, however many workers"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_redis_answers_503_promptly_never_hangs() {
+    let mut server = RedisServer::start();
+    let (m1, m2) = (manager(&server).await, manager(&server).await);
+    let bank = Arc::new(Bank::default());
+    let long = Duration::from_secs(60);
+    let (a, b) = (replica(&m1, &bank, long), replica(&m2, &bank, long));
+    let client = HttpClient::default();
+
+    // one request waits for a lock held through the other replica's manager when Redis dies
+    let _held = m2
+        .acquire("accounts/5", &LockOptions::exclusive())
+        .await
+        .expect("hold");
+    let waiting = tokio::spawn({
+        let client = client.clone();
+        let addr = a.addr;
+        async move {
+            let started = Instant::now();
+            (
+                client.send("PUT", addr, "/accounts/5").await,
+                started.elapsed(),
+            )
+        }
+    });
+    let queued = support::wait_until(Duration::from_secs(10), || m1.waiting() == 1);
+    assert!(queued, "the request waits for the lock");
+    server.kill();
+
+    let started = Instant::now();
+    let fresh = client.send("PUT", b.addr, "/accounts/6").await;
+    assert_eq!(
+        fresh.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        fresh.body
+    );
+    assert_eq!(fresh.retry_after(), Some("1"));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let (waited, elapsed) = waiting.await.expect("waiting request");
+    assert_eq!(
+        waited.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        waited.body
+    );
+    assert!(
+        elapsed < Duration::from_secs(15),
+        "{elapsed:?}: not the 60 s wait"
+    );
+    assert_eq!(bank.balance(5) + bank.balance(6), 0, "no handler ran");
+}
