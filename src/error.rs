@@ -27,9 +27,10 @@ pub enum LockError {
         waited: Duration,
     },
     /// The backend (Redis) could not be reached or did not answer in time.
-    #[error("lock backend unavailable for {key:?}: {source}")]
+    #[error("lock backend unavailable{}: {source}", for_key(key))]
     Unavailable {
-        /// The lock name, as given (empty when the failure concerns no single lock).
+        /// The lock name, as given (empty when the failure concerns no single lock, e.g. connecting
+        /// at start-up).
         key: String,
         /// The cause.
         #[source]
@@ -80,6 +81,15 @@ impl LockError {
     }
 }
 
+/// ` for "KEY"`, or nothing when the error concerns no single lock.
+fn for_key(key: &str) -> String {
+    if key.is_empty() {
+        String::new()
+    } else {
+        format!(" for {key:?}")
+    }
+}
+
 /// A lock name that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -98,4 +108,17 @@ pub enum KeyError {
     /// A request did not yield a usable key (used by key extractors).
     #[error("cannot derive a lock key from the request: {0}")]
     Extract(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unavailable_names_its_key_only_when_there_is_one() {
+        let start_up = LockError::unavailable("", "Connection refused");
+        assert_eq!(start_up.to_string(), "lock backend unavailable: Connection refused");
+        let one = LockError::unavailable("account:42", "timed out");
+        assert_eq!(one.to_string(), "lock backend unavailable for \"account:42\": timed out");
+    }
 }
