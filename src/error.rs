@@ -61,6 +61,7 @@ impl LockError {
     pub fn key(&self) -> Option<&str> {
         match self {
             LockError::InvalidKey(_) | LockError::Config(_) => None,
+            LockError::Unavailable { key, .. } if key.is_empty() => None,
             LockError::Timeout { key, .. }
             | LockError::Unavailable { key, .. }
             | LockError::NotHeld { key }
@@ -118,6 +119,7 @@ mod tests {
     fn unavailable_names_its_key_only_when_there_is_one() {
         let start_up = LockError::unavailable("", "Connection refused");
         assert_eq!(start_up.to_string(), "lock backend unavailable: Connection refused");
+        assert_eq!(start_up.key(), None);
         let one = LockError::unavailable("account:42", "timed out");
         assert_eq!(one.to_string(), "lock backend unavailable for \"account:42\": timed out");
     }
