@@ -12,7 +12,8 @@ use support::fixture::eventually;
 use support::{wait_until, RedisServer};
 use tower_lock::{LockError, LockManager, LockOptions};
 
-const NODE_TIMEOUT: Duration = Duration::from_millis(200);
+/// Generous: a loaded 2-core machine running several servers can take long to answer.
+const NODE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// N redis-server processes, started in parallel.
 struct Masters {
@@ -309,18 +310,19 @@ async fn majority_killed_then_restarted(n: usize) {
     for server in masters.servers.iter_mut().take(n / 2 + 1) {
         server.kill();
     }
+    // one attempt takes at most the node timeout, well within the wait timeout: an error, at once
+    let opts = LockOptions::exclusive().wait_timeout(NODE_TIMEOUT * 3);
     let started = Instant::now();
-    let opts = LockOptions::exclusive().wait_timeout(Duration::from_secs(2));
     let err = m.acquire("fresh", &opts).await.unwrap_err();
     assert!(err.is_unavailable(), "{err:?}");
     assert_eq!(err.key(), Some("fresh"));
+    let took = started.elapsed();
+    assert!(took < NODE_TIMEOUT * 2, "took {took:?}");
+    let started = Instant::now();
     let err = m.try_acquire("fresh", &opts).await.unwrap_err();
     assert!(err.is_unavailable(), "down, not busy: {err:?}");
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "took {:?}",
-        started.elapsed()
-    );
+    let took = started.elapsed();
+    assert!(took < NODE_TIMEOUT * 2, "took {took:?}");
     let (result, waited) = waiter.await.unwrap();
     assert!(result.is_err(), "{result:?}");
     assert!(
@@ -382,6 +384,7 @@ async fn a_frozen_master_does_not_hold_acquisitions_up() {
         .release()
         .await
         .unwrap();
+    let kept = m.acquire("kept", &LockOptions::exclusive()).await.unwrap();
     masters.servers[2].stop_process();
     let mut slowest = Duration::ZERO;
     for i in 0..20 {
@@ -400,10 +403,19 @@ async fn a_frozen_master_does_not_hold_acquisitions_up() {
         g.release().await.expect("release");
         slowest = slowest.max(started.elapsed());
     }
+    // renewals do not wait for the frozen master either (its timeout is longer than the lease)
+    tokio::time::sleep(lease * 3).await;
+    assert!(!kept.is_lost(), "a lease was lost while a majority was up");
+    assert!(other
+        .try_acquire("kept", &LockOptions::exclusive())
+        .await
+        .unwrap()
+        .is_none());
     masters.servers[2].continue_process();
+    kept.release().await.unwrap();
     assert!(
-        slowest < NODE_TIMEOUT + Duration::from_millis(800),
-        "an acquisition waited {slowest:?} with one master frozen"
+        slowest < NODE_TIMEOUT,
+        "an acquisition waited {slowest:?} for the frozen master: the others decide without it"
     );
     // what reached the frozen master runs when it wakes; anything it granted runs out
     assert!(wait_until(Duration::from_secs(5), || masters
@@ -504,7 +516,11 @@ async fn busy_needs_a_majority_of_answers_down_is_an_error() {
     let err = m.try_acquire("two", &opts).await.unwrap_err();
     assert!(err.is_unavailable(), "{err:?}");
     let text = err.to_string();
-    assert!(text.contains("only 1 of 3"), "{text}");
+    // decided as soon as two masters failed, maybe before the third answered
+    assert!(
+        text.contains("of 3 Redis masters answered; a quorum needs 2"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -564,12 +580,13 @@ async fn cancelled_attempts_and_waiters_leave_nothing_behind() {
         let m = m.clone();
         async move { m.acquire("w1", &LockOptions::exclusive()).await.map(drop) }
     });
+    // recorded as waiting on the masters where it found the lock held (at least a majority)
     assert!(wait_until(Duration::from_secs(5), || masters
         .servers
         .iter()
-        .all(
-            |s| s.cmd(&["EXISTS", "{tower-lock:w1}:w"]).as_int() == Some(1)
-        )));
+        .filter(|s| s.cmd(&["EXISTS", "{tower-lock:w1}:w"]).as_int() == Some(1))
+        .count()
+        >= 2));
     waiting.abort();
     assert!(waiting.await.unwrap_err().is_cancelled());
     assert_eq!(m.waiting(), 0);

@@ -272,10 +272,7 @@ impl LockManagerBuilder {
                 self.node_timeout,
                 self.eviction,
             );
-            nodes.push(Node {
-                redis: Arc::new(redis),
-                name,
-            });
+            nodes.push(Node::new(Arc::new(redis), name));
             inboxes.push(Inbox::new(client, keys.inbox(&id), self.command_timeout));
         }
         let streams = futures_util::future::join_all(inboxes.iter().map(Inbox::subscribe)).await;

@@ -183,14 +183,17 @@ impl LockManager {
     /// ([`LockManagerBuilder::node_timeout`], 250 ms by default), and an attempt is decided as soon
     /// as its outcome is certain: a slow or frozen master costs nothing once the others answered
     /// (what is still in flight to it is finished in the background, and undone if it took a lock
-    /// nobody holds any more). Each master is asked to keep the lock for `lease + drift`, the drift
-    /// allowance being `lease/100 + 2 ms`. The attempt counts only if a majority granted it and its
-    /// validity `(lease + drift) − elapsed − drift` is positive; the guard then counts its lease
-    /// from the start of the attempt, which is exactly how long every granting master is sure to keep
-    /// the lock, even with clocks 1% apart. Otherwise the attempt is released on every master where
-    /// it may have been taken, and the request waits for a wake-up from any master (it never polls;
-    /// it waits at most until the first busy master's holder would expire), after a random pause so
-    /// that contenders who split the lock do not retry in lockstep.
+    /// nobody holds any more); a master that failed its last call is not waited for at all while
+    /// the others can decide without it, so a dead master does not slow every attempt down (nor
+    /// make attempts hold what the others granted while they wait). Each master is asked to keep
+    /// the lock for `lease + drift`, the drift allowance being `lease/100 + 2 ms`. The attempt
+    /// counts only if a majority granted it and its validity `(lease + drift) − elapsed − drift` is
+    /// positive; the guard then counts its lease from the start of the attempt, which is exactly
+    /// how long every granting master is sure to keep the lock, even with clocks 1% apart.
+    /// Otherwise the attempt is released on every master where it may have been taken, and the
+    /// request waits for a wake-up from any master (it never polls; it waits at most until the
+    /// first busy master's holder would expire), after a random pause so that contenders who split
+    /// the lock do not retry in lockstep.
     ///
     /// **Busy or down.** When a majority of the masters answered but fewer than a majority granted
     /// the lock, it is busy: `try_acquire` returns `Ok(None)` and `acquire` waits. When fewer than a

@@ -9,8 +9,8 @@ use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::round::{drift, gather, jitter, NodeCall, Verdict};
-use super::{QuorumBackend, ACQUIRE, FAIR_REFUSED};
-use crate::backend::redis::{fence_key, waiters_key, RedisBackend};
+use super::{bounded, Node, QuorumBackend, ACQUIRE, FAIR_REFUSED};
+use crate::backend::redis::{fence_key, waiters_key};
 use crate::backend::{AcquireRequest, Attempt, HeldLock};
 use crate::error::BoxError;
 use crate::options::Mode;
@@ -92,17 +92,7 @@ impl Holds {
             token: fresh,
             node_tokens: vec![None; n],
         });
-        let continuing = won
-            .iter()
-            .filter(|(i, token, reentered)| {
-                *reentered
-                    && hold
-                        .node_tokens
-                        .get(*i)
-                        .is_some_and(|t| t.unwrap_or(*token) == *token)
-            })
-            .count();
-        if hold.count == 0 || continuing < quorum {
+        if hold.count == 0 || continuing(hold, won) < quorum {
             hold.token = fresh;
             hold.node_tokens = vec![None; n];
         }
@@ -113,6 +103,14 @@ impl Holds {
         }
         hold.count += 1;
         hold.token
+    }
+
+    /// How many of the masters in `won` kept the owner's current hold (0 when it has none).
+    fn continuing(&self, lock: &HeldLock, won: &[(usize, u64, bool)]) -> usize {
+        self.table()
+            .get(lock)
+            .filter(|hold| hold.count > 0)
+            .map_or(0, |hold| continuing(hold, won))
     }
 
     /// A master granted a hold after its attempt was decided: remember its token.
@@ -141,6 +139,19 @@ impl Holds {
     }
 }
 
+/// The masters in `won` that re-entered `hold` under the token they issued for it (if known).
+fn continuing(hold: &Hold, won: &[(usize, u64, bool)]) -> usize {
+    won.iter()
+        .filter(|(i, token, reentered)| {
+            *reentered
+                && hold
+                    .node_tokens
+                    .get(*i)
+                    .is_some_and(|t| t.unwrap_or(*token) == *token)
+        })
+        .count()
+}
+
 impl QuorumBackend {
     /// One attempt: the lock on every master at once. It counts when a majority granted it and
     /// validity = (lease + drift) − elapsed − drift > 0, where every master was asked to keep it for
@@ -163,10 +174,8 @@ impl QuorumBackend {
         let started = Instant::now();
         let calls = (0..n)
             .map(|i| self.acquire_call(i, &lock, node_lease, req.will_wait, req.others_waiting));
-        let round = gather(calls, n, |g| matches!(g, Grant::Won { .. })).await;
-        let elapsed = started.elapsed();
-        let validity = node_lease.saturating_sub(elapsed).saturating_sub(drift);
-        let won: Vec<(usize, u64, bool)> = round
+        let mut round = gather(calls, &self.suspects(), |g| matches!(g, Grant::Won { .. })).await;
+        let mut won: Vec<(usize, u64, bool)> = round
             .answers
             .iter()
             .filter_map(|(i, answer)| match answer {
@@ -174,6 +183,22 @@ impl QuorumBackend {
                 _ => None,
             })
             .collect();
+        // A re-entry keeps its token only if a majority shows the hold was kept: when the first
+        // majority cannot show it (a master had not seen the first grant yet), hear the others.
+        while reentry
+            && round.verdict == Verdict::Yes
+            && self.holds.continuing(&lock, &won) < self.quorum()
+        {
+            let Some((i, answer)) = round.rest.next().await else {
+                break;
+            };
+            if let Ok(Grant::Won { token, reentered }) = &answer {
+                won.push((i, *token, *reentered));
+            }
+            round.answers.push((i, answer));
+        }
+        let elapsed = started.elapsed();
+        let validity = node_lease.saturating_sub(elapsed).saturating_sub(drift);
         if round.verdict == Verdict::Yes && !validity.is_zero() {
             let token = self.holds.record(lock.clone(), &won, n, self.quorum());
             self.settle_after_win(round.rest, lock);
@@ -182,23 +207,30 @@ impl QuorumBackend {
         if round.verdict == Verdict::Yes {
             tracing::debug!(lock = %lock.id, ?elapsed, "quorum reached too late: lock not valid");
         }
-        // A master that failed may still have run the script. Undoing a fresh attempt there is
-        // harmless; undoing a re-entry there could take away the owner's earlier hold, so a
+        // Undo what was granted now, before the next attempt. A master that failed may still have
+        // run the script: undoing a fresh attempt there is harmless (in the background: it is
+        // likely down), undoing a re-entry there could take away the owner's earlier hold, so a
         // re-entry is only undone where it is known to have been taken.
-        let undo: Vec<usize> = round
-            .answers
-            .iter()
-            .filter(|(_, answer)| match answer {
-                Ok(Grant::Won { .. }) => true,
-                Ok(Grant::Busy { .. }) => false,
-                Err(_) => !reentry,
-            })
-            .map(|(i, _)| *i)
-            .collect();
+        let (mut granted, mut unsure) = (Vec::new(), Vec::new());
+        for (i, answer) in &round.answers {
+            match answer {
+                Ok(Grant::Won { .. }) => granted.push(self.nodes[*i].clone()),
+                Err(_) if !reentry => unsure.push(self.nodes[*i].clone()),
+                _ => {}
+            }
+        }
         self.settle_after_loss(round.rest, lock.clone(), reentry);
+        if !unsure.is_empty() {
+            let (lock, timeout) = (lock.clone(), self.node_timeout);
+            self.finish_later(Box::pin(async move {
+                join_all(unsure.into_iter().map(|node| undo_on(node, &lock, timeout))).await;
+            }));
+        }
+        let timeout = self.node_timeout;
         join_all(
-            undo.into_iter()
-                .map(|i| undo_on(self.nodes[i].redis.clone(), &lock)),
+            granted
+                .into_iter()
+                .map(|node| undo_on(node, &lock, timeout)),
         )
         .await;
         if round.verdict == Verdict::Down {
@@ -222,8 +254,8 @@ impl QuorumBackend {
         will_wait: bool,
         others_waiting: bool,
     ) -> NodeCall<Grant> {
-        let redis = self.nodes[i].redis.clone();
-        let (lock, manager) = (lock.clone(), self.manager_id.clone());
+        let (redis, up) = (self.nodes[i].redis.clone(), self.nodes[i].up.clone());
+        let (lock, manager, timeout) = (lock.clone(), self.manager_id.clone(), self.node_timeout);
         Box::pin(async move {
             let mut call = ACQUIRE.prepare_invoke();
             call.key(&*lock.id)
@@ -234,7 +266,8 @@ impl QuorumBackend {
                 .arg(&*manager)
                 .arg(flag(will_wait))
                 .arg(flag(others_waiting));
-            let answer = redis.run_script::<(i64, i64, i64)>(&lock.id, &call).await;
+            let call = redis.run_script::<(i64, i64, i64)>(&lock.id, &call);
+            let answer = bounded(timeout, &up, call).await;
             (i, answer.map(grant))
         })
     }
@@ -246,14 +279,14 @@ impl QuorumBackend {
             return;
         }
         let holds = self.holds.clone();
-        let nodes = self.redis_nodes();
+        let (nodes, timeout) = (self.nodes.clone(), self.node_timeout);
         self.finish_later(Box::pin(async move {
             while let Some((i, answer)) = rest.next().await {
                 if let Ok(Grant::Won { token, .. }) = answer {
                     if holds.contains(&lock) {
                         holds.record_late(&lock, i, token);
                     } else {
-                        undo_on(nodes[i].clone(), &lock).await;
+                        undo_on(nodes[i].clone(), &lock, timeout).await;
                     }
                 }
             }
@@ -271,7 +304,7 @@ impl QuorumBackend {
         if rest.is_empty() {
             return;
         }
-        let nodes = self.redis_nodes();
+        let (nodes, timeout) = (self.nodes.clone(), self.node_timeout);
         self.finish_later(Box::pin(async move {
             while let Some((i, answer)) = rest.next().await {
                 let taken = match answer {
@@ -280,14 +313,10 @@ impl QuorumBackend {
                     Err(_) => !reentry,
                 };
                 if taken {
-                    undo_on(nodes[i].clone(), &lock).await;
+                    undo_on(nodes[i].clone(), &lock, timeout).await;
                 }
             }
         }));
-    }
-
-    fn redis_nodes(&self) -> Vec<Arc<RedisBackend>> {
-        self.nodes.iter().map(|n| n.redis.clone()).collect()
     }
 }
 
@@ -309,8 +338,9 @@ fn busy_ttl(answers: &[(usize, Result<Grant, BoxError>)]) -> Option<Duration> {
 
 /// Release an attempt's hold on one master, telling the next waiting manager there (this one
 /// included: one of its requests may have been kept out by this very attempt).
-async fn undo_on(node: Arc<RedisBackend>, lock: &HeldLock) {
-    if let Err(err) = node.release(&lock.id, &lock.owner).await {
+async fn undo_on(node: Node, lock: &HeldLock, timeout: Duration) {
+    let release = node.redis.release(&lock.id, &lock.owner);
+    if let Err(err) = bounded(timeout, &node.up, release).await {
         tracing::debug!(error = %err, lock = %lock.id, "could not undo a quorum attempt on a master; it expires");
     }
 }

@@ -16,6 +16,7 @@
 mod acquire;
 mod round;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::Duration;
 
@@ -54,12 +55,40 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     ))
 });
 
+/// Bound one master's call by the node timeout, connection checkout included (a dead master's
+/// connection pool would otherwise wait for its own timeout first), and note whether it answered.
+pub(super) async fn bounded<T>(
+    timeout: Duration,
+    up: &AtomicBool,
+    call: impl std::future::Future<Output = Result<T, BoxError>>,
+) -> Result<T, BoxError> {
+    let answer = match tokio::time::timeout(timeout, call).await {
+        Ok(answer) => answer,
+        Err(_) => Err(format!("no answer within {timeout:?}").into()),
+    };
+    up.store(answer.is_ok(), Ordering::Relaxed);
+    answer
+}
+
 /// One master.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Node {
     pub(crate) redis: Arc<RedisBackend>,
     /// `host:port`, for errors (never the URL: it may carry a password).
-    pub(crate) name: String,
+    pub(crate) name: Arc<str>,
+    /// It answered its last call (a master that did not is not waited for when the others can
+    /// decide without it).
+    pub(crate) up: Arc<AtomicBool>,
+}
+
+impl Node {
+    pub(crate) fn new(redis: Arc<RedisBackend>, name: String) -> Self {
+        Node {
+            redis,
+            name: Arc::from(name),
+            up: Arc::new(AtomicBool::new(true)),
+        }
+    }
 }
 
 /// The masters of one quorum manager.
@@ -72,7 +101,7 @@ pub(crate) struct QuorumBackend {
     waiters: Arc<WaitRegistry>,
     /// The holds this manager has, with the tokens the masters issued for them.
     holds: Arc<Holds>,
-    /// Bounds the jitter after a failed attempt.
+    /// Bounds each master's call, and the jitter after a failed attempt.
     node_timeout: Duration,
     /// Where calls still in flight after a verdict are finished: the watchdog task's chores.
     background: OnceLock<mpsc::UnboundedSender<Chore>>,
@@ -104,6 +133,14 @@ impl QuorumBackend {
 
     fn quorum(&self) -> usize {
         majority(self.nodes.len())
+    }
+
+    /// The masters that failed their last call.
+    fn suspects(&self) -> Vec<bool> {
+        self.nodes
+            .iter()
+            .map(|n| !n.up.load(Ordering::Relaxed))
+            .collect()
     }
 
     pub(crate) fn lock_id(&self, key: &LockKey) -> LockId {
@@ -142,6 +179,7 @@ impl QuorumBackend {
                 self.inbox_prefix.clone(),
                 self.manager_id.clone(),
             );
+            let (timeout, up) = (self.node_timeout, node.up.clone());
             Box::pin(async move {
                 let mut call = RELEASE.prepare_invoke();
                 call.key(&*lock.id)
@@ -149,10 +187,13 @@ impl QuorumBackend {
                     .arg(&*lock.owner)
                     .arg(prefix)
                     .arg(&*manager);
-                (i, redis.run_script::<i64>(&lock.id, &call).await)
+                (
+                    i,
+                    bounded(timeout, &up, redis.run_script::<i64>(&lock.id, &call)).await,
+                )
             }) as NodeCall<i64>
         });
-        let round = gather(calls, self.nodes.len(), |left| *left >= 0).await;
+        let round = gather(calls, &self.suspects(), |left| *left >= 0).await;
         self.drain(round.rest);
         if last {
             self.waiters.wake_one(id);
@@ -176,31 +217,70 @@ impl QuorumBackend {
     }
 
     /// Renew every lock of `batch` on every master: a lock is still held when a majority renewed it.
-    /// When fewer than a majority answer, the round fails as a whole (the watchdog then counts the
-    /// lease as not renewed, and loses it once a whole lease passed that way).
+    /// The round ends as soon as every lock is decided (a frozen master must not delay the next
+    /// round past the masters' expiry); the rest finishes in the background. When fewer than a
+    /// majority answer, the round fails as a whole (the watchdog then counts the lease as not
+    /// renewed, and loses it once a whole lease passed that way).
     pub(crate) async fn renew(
         &self,
         batch: &[HeldLock],
         lease: Duration,
     ) -> Result<Vec<bool>, BoxError> {
+        let (n, q) = (self.nodes.len(), self.quorum());
         let lease = lease + drift(lease);
-        let answers = join_all(self.nodes.iter().map(|n| n.redis.renew(batch, lease))).await;
-        let renewed: Vec<&Vec<bool>> = answers.iter().filter_map(|a| a.as_ref().ok()).collect();
-        if renewed.len() < self.quorum() {
-            let answers: Vec<_> = answers.into_iter().enumerate().collect();
+        let shared: Arc<[HeldLock]> = Arc::from(batch);
+        let suspect = self.suspects();
+        let mut rest: FuturesUnordered<NodeCall<Vec<bool>>> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| {
+                let (redis, batch, timeout) =
+                    (node.redis.clone(), shared.clone(), self.node_timeout);
+                let up = node.up.clone();
+                Box::pin(
+                    async move { (i, bounded(timeout, &up, redis.renew(&batch, lease)).await) },
+                ) as NodeCall<_>
+            })
+            .collect();
+        let mut renewed = vec![0usize; batch.len()];
+        let mut answers = Vec::with_capacity(n);
+        let mut outstanding = vec![true; n];
+        let mut ok = 0;
+        while let Some((i, answer)) = rest.next().await {
+            if let Ok(flags) = &answer {
+                ok += 1;
+                for (count, held) in renewed.iter_mut().zip(flags) {
+                    *count += usize::from(*held);
+                }
+            }
+            if let Some(flag) = outstanding.get_mut(i) {
+                *flag = false;
+            }
+            answers.push((i, answer.map(drop)));
+            // Done when every lock is decided, not waiting for masters that failed last time.
+            let pending = rest.len();
+            let live = (0..n).filter(|i| outstanding[*i] && !suspect[*i]).count();
+            let decided = |pending: usize| renewed.iter().all(|r| *r >= q || r + pending < q);
+            if ok + pending < q || (ok >= q && (decided(pending) || decided(live))) {
+                break;
+            }
+        }
+        self.drain(rest);
+        if ok < q {
             return Err(self.down("renewal", &answers));
         }
-        Ok((0..batch.len())
-            .map(|i| {
-                let held = renewed.iter().filter(|r| r.get(i) == Some(&true)).count();
-                held >= self.quorum()
-            })
-            .collect())
+        Ok(renewed.into_iter().map(|r| r >= q).collect())
     }
 
     /// A request of this process stopped waiting for `id`: withdraw or pass on, on every master.
     pub(crate) async fn abandon(&self, id: &LockId, departure: Departure) -> Result<(), BoxError> {
-        let answers = join_all(self.nodes.iter().map(|n| n.redis.abandon(id, departure))).await;
+        let answers = join_all(
+            self.nodes
+                .iter()
+                .map(|n| bounded(self.node_timeout, &n.up, n.redis.abandon(id, departure))),
+        )
+        .await;
         if answers.iter().filter(|a| a.is_ok()).count() < self.quorum() {
             let answers: Vec<_> = answers.into_iter().enumerate().collect();
             return Err(self.down("withdrawal of a waiter", &answers));

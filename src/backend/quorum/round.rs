@@ -61,6 +61,27 @@ impl Count {
             None
         }
     }
+
+    /// The verdict if `suspects` of the masters still pending (those that failed last time) fail.
+    fn verdict_without(&self, n: usize, suspects: usize) -> Option<Verdict> {
+        Count {
+            failed: self.failed + suspects,
+            ..*self
+        }
+        .verdict(n)
+    }
+
+    /// The verdict to act on: the certain one, or one the masters that answered can already give
+    /// without the suspects (masters that failed their last call): a dead master is not waited for,
+    /// round after round, while an attempt holds what the others granted. Only "down" waits for the
+    /// suspects, since they may be back.
+    pub(super) fn decide(&self, n: usize, suspects: usize) -> Option<Verdict> {
+        match (self.verdict(n), self.verdict_without(n, suspects)) {
+            (Some(verdict), _) => Some(verdict),
+            (None, Some(verdict)) if verdict != Verdict::Down => Some(verdict),
+            _ => None,
+        }
+    }
 }
 
 /// The outcome of a round: the answers that decided it, and the calls still in flight.
@@ -70,18 +91,22 @@ pub(super) struct Round<T> {
     pub(super) verdict: Verdict,
 }
 
-/// Send every call at once and collect answers until the verdict is certain. `yes` says which
+/// Send every call at once and collect answers until the verdict is decided (see
+/// [`Count::decide`]; `suspect` flags the masters that failed their last call). `yes` says which
 /// answers count for the verdict.
 pub(super) async fn gather<T>(
     calls: impl IntoIterator<Item = NodeCall<T>>,
-    n: usize,
+    suspect: &[bool],
     yes: impl Fn(&T) -> bool,
 ) -> Round<T> {
+    let n = suspect.len();
     let mut rest: FuturesUnordered<NodeCall<T>> = calls.into_iter().collect();
     let mut answers = Vec::with_capacity(n);
     let mut count = Count::default();
+    let mut outstanding = vec![true; n];
     loop {
-        if let Some(verdict) = count.verdict(n) {
+        let suspects = (0..n).filter(|i| outstanding[*i] && suspect[*i]).count();
+        if let Some(verdict) = count.decide(n, suspects) {
             return Round {
                 answers,
                 rest,
@@ -96,6 +121,9 @@ pub(super) async fn gather<T>(
                 verdict: Verdict::Down,
             };
         };
+        if let Some(flag) = outstanding.get_mut(node) {
+            *flag = false;
+        }
         match &answer {
             Ok(value) if yes(value) => count.yes += 1,
             Ok(_) => count.no += 1,
@@ -152,6 +180,23 @@ mod tests {
         assert_eq!(count(0, 0, 3).verdict(5), Some(Verdict::Down));
         assert_eq!(count(0, 3, 2).verdict(5), Some(Verdict::No));
         assert_eq!(count(2, 0, 3).verdict(5), Some(Verdict::Down));
+    }
+
+    #[test]
+    fn suspects_are_not_waited_for_unless_the_quorum_looks_down() {
+        // 5 masters, 2 dead since the last call: the 3 others decide
+        assert_eq!(count(3, 0, 0).decide(5, 2), Some(Verdict::Yes));
+        assert_eq!(count(2, 1, 0).decide(5, 2), Some(Verdict::No));
+        assert_eq!(
+            count(2, 1, 0).verdict(5),
+            None,
+            "without suspicion it would wait"
+        );
+        // only the suspects could make a majority answer: wait for them (they may be back)
+        assert_eq!(count(1, 0, 0).decide(3, 2), None);
+        assert_eq!(count(1, 0, 2).decide(3, 0), Some(Verdict::Down));
+        // a live master still pending is always waited for
+        assert_eq!(count(2, 0, 0).decide(5, 1), None);
     }
 
     #[test]
