@@ -602,12 +602,24 @@ async fn cancelled_attempts_and_waiters_leave_nothing_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_are_woken_by_a_release_on_any_master_without_polling() {
     let masters = Masters::start(3);
-    let holder = masters.manager(Duration::from_secs(30)).await;
-    let m = masters.manager(Duration::from_secs(30)).await;
+    // a node timeout no loaded test machine reaches: a timed-out attempt is undone, which is a
+    // command, and this test counts commands
+    let patient = || {
+        LockManager::builder()
+            .quorum(masters.urls())
+            .node_timeout(Duration::from_secs(10))
+            .build()
+    };
+    let holder = patient().await.unwrap();
+    let m = patient().await.unwrap();
     let held = holder
         .acquire("hot", &LockOptions::exclusive())
         .await
         .unwrap();
+    // held on every master (a majority decided the acquisition; the third grant may land after)
+    assert!(wait_until(Duration::from_secs(5), || masters
+        .holding("hot")
+        == 3));
     let acquired = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..50 {
