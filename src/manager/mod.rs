@@ -205,6 +205,10 @@ impl LockManager {
     /// renewal when fewer than a majority could be reached. Re-entry (with the same token), `lost()`,
     /// release on drop, wait timeouts and cancellation work as on one server.
     ///
+    /// **Masters that restart empty** can grant a lock again that a majority still counted on
+    /// them for: run them with `appendfsync always`, or keep a crashed master out for longer than
+    /// the longest lease before it rejoins (RedLock's "delayed restart").
+    ///
     /// **Fair locks are refused** with [`LockError::Unsupported`]: each master would keep its own
     /// FIFO queue, the parallel requests reach the masters in different orders, and grants made by
     /// different masters to different heads would leave nobody with a majority. One order across
