@@ -118,9 +118,15 @@ mod tests {
     #[test]
     fn unavailable_names_its_key_only_when_there_is_one() {
         let start_up = LockError::unavailable("", "Connection refused");
-        assert_eq!(start_up.to_string(), "lock backend unavailable: Connection refused");
+        assert_eq!(
+            start_up.to_string(),
+            "lock backend unavailable: Connection refused"
+        );
         assert_eq!(start_up.key(), None);
         let one = LockError::unavailable("account:42", "timed out");
-        assert_eq!(one.to_string(), "lock backend unavailable for \"account:42\": timed out");
+        assert_eq!(
+            one.to_string(),
+            "lock backend unavailable for \"account:42\": timed out"
+        );
     }
 }
