@@ -58,7 +58,7 @@ pub use guard::{LockGuard, LockInfo};
 pub use layer::{HeldLocks, LockLayer, LockService, OnLeaseLost, RejectReason, Rejection};
 pub use manager::{
     LockManager, LockManagerBuilder, LockOwner, DEFAULT_COMMAND_TIMEOUT, DEFAULT_FAIR_EVICTION,
-    DEFAULT_LEASE,
+    DEFAULT_LEASE, DEFAULT_NODE_TIMEOUT,
 };
 pub use options::{Lease, LockOptions, Mode};
 

@@ -10,7 +10,7 @@ use crate::error::LockError;
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Quorum managers: how long one master may take to answer before it counts as failed.
-pub(crate) const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(250);
+pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// Configures a [`LockManager`]. Without a backend named, [`build`](Self::build) makes a memory manager.
 ///

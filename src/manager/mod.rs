@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-pub use builder::{LockManagerBuilder, DEFAULT_COMMAND_TIMEOUT};
+pub use builder::{LockManagerBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_NODE_TIMEOUT};
 pub(crate) use held::Held;
 
 use crate::backend::memory::MemoryBackend;
