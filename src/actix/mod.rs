@@ -1,5 +1,5 @@
 //! actix-web middleware (feature `actix`): [`LockMiddleware`] runs each request under the locks its
-//! key extractor names, with the same [`LockManager`], [`LockOptions`], key extractors and
+//! key extractor names, with the same [`LockManager`], [`LockOptions`](crate::LockOptions), key extractors and
 //! rejections as the tower [`LockLayer`](crate::LockLayer).
 //!
 //! actix-web 4 is built on `http` 0.2 and its own service traits, so it gets this adapter rather
@@ -47,7 +47,7 @@
 //! can be derived, 503 with `Retry-After` when the wait times out, 409 with `Retry-After` when a lock
 //! is busy in try mode ([`no_wait`](LockMiddleware::no_wait)), 503 with `Retry-After` when too many
 //! requests wait or the backend is unreachable, 503 when the lease is lost under
-//! [`OnLeaseLost::Abort`]; [`reject_with`](LockMiddleware::reject_with) replaces them.
+//! [`OnLeaseLost::Abort`](crate::OnLeaseLost::Abort); [`reject_with`](LockMiddleware::reject_with) replaces them.
 //!
 //! The handler finds in the request extensions the request's [`LockOwner`](crate::LockOwner)
 //! (`web::ReqData<LockOwner>`: acquire through it to re-enter the request's locks; nested lock
@@ -70,7 +70,6 @@ mod service;
 mod view;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
@@ -81,10 +80,9 @@ pub use body::LockBody;
 pub use service::LockMiddlewareService;
 
 use crate::key::KeyExtractor;
-use crate::layer::policy::{Policy, Wait, WaitCounts};
-use crate::layer::{HeldLocks, OnLeaseLost, Rejection};
+use crate::layer::policy::Policy;
+use crate::layer::{HeldLocks, Rejection};
 use crate::manager::LockManager;
-use crate::options::{LockOptions, Mode};
 use crate::LockInfo;
 
 /// A custom rejection response.
@@ -149,83 +147,7 @@ impl<K: KeyExtractor> LockMiddleware<K> {
         }
     }
 
-    fn with(mut self, change: impl FnOnce(&mut Policy)) -> Self {
-        change(Arc::make_mut(&mut self.policy));
-        self
-    }
-
-    /// Take the mode and the lease from `opts`, and its wait timeout if it sets one (a middleware
-    /// never waits forever by accident: without a timeout in `opts` it keeps its own, 10 s by
-    /// default; call [`wait_forever`](Self::wait_forever) to mean it).
-    pub fn options(self, opts: LockOptions) -> Self {
-        self.with(|policy| {
-            if let Some(timeout) = opts.wait_timeout_value() {
-                policy.wait = Wait::For(timeout);
-            }
-            policy.lock = opts.wait_forever();
-        })
-    }
-
-    /// Exclusive (the default) or fair (FIFO) locks.
-    pub fn mode(self, mode: Mode) -> Self {
-        self.with(|policy| policy.lock = policy.lock.mode(mode))
-    }
-
-    /// Wait at most `timeout` for a busy lock (all the locks of a request together), then answer
-    /// 503 with `Retry-After`. Default [`DEFAULT_WAIT_TIMEOUT`](crate::layer::DEFAULT_WAIT_TIMEOUT).
-    pub fn wait_timeout(self, timeout: Duration) -> Self {
-        self.with(|policy| policy.wait = Wait::For(timeout))
-    }
-
-    /// Wait as long as it takes.
-    pub fn wait_forever(self) -> Self {
-        self.with(|policy| policy.wait = Wait::Forever)
-    }
-
-    /// Try mode: never wait. A request whose lock is busy is answered 409 Conflict with
-    /// `Retry-After` at once.
-    pub fn no_wait(self) -> Self {
-        self.with(|policy| policy.wait = Wait::Never)
-    }
-
-    /// Hold each lock for a fixed `lease` instead of letting the manager's watchdog renew it: the
-    /// lock frees itself `lease` after it was taken, whatever the handler does. Pair it with
-    /// [`OnLeaseLost::Abort`] to stop handlers that outlive their lease.
-    pub fn lease(self, lease: Duration) -> Self {
-        self.with(|policy| policy.lock = policy.lock.lease(lease))
-    }
-
-    /// Let the manager's watchdog keep the leases (the default).
-    pub fn watchdog_lease(self) -> Self {
-        self.with(|policy| policy.lock = policy.lock.watchdog_lease())
-    }
-
-    /// What to do when a lease is lost while the handler runs (default [`OnLeaseLost::Continue`]).
-    /// With [`OnLeaseLost::Abort`] the handler's future is dropped and the request answered 503.
-    pub fn on_lease_lost(self, on_lease_lost: OnLeaseLost) -> Self {
-        self.with(|policy| policy.on_lease_lost = on_lease_lost)
-    }
-
-    /// Let at most `max` requests of this process wait for the same lock through this middleware
-    /// (and its clones); more are answered at once with 503 and `Retry-After`. A request that finds
-    /// its lock free never counts. Default: no limit. Build the middleware once and clone it into
-    /// the `HttpServer` factory, so that every worker counts against the same limit.
-    pub fn max_waiters(self, max: usize) -> Self {
-        self.with(|policy| policy.max_waiters = Some((max, Arc::new(WaitCounts::default()))))
-    }
-
-    /// Keep the locks until the response body has been sent (or fails, or is dropped), not only
-    /// until the response is ready: for handlers that stream what they read under the lock.
-    pub fn hold_until_body_end(self) -> Self {
-        self.with(|policy| policy.hold_body = true)
-    }
-
-    /// The `Retry-After` of rejections that invite a retry (default
-    /// [`DEFAULT_RETRY_AFTER`](crate::layer::DEFAULT_RETRY_AFTER): 1 s; sent in whole seconds,
-    /// rounded up).
-    pub fn retry_after(self, after: Duration) -> Self {
-        self.with(|policy| policy.retry_after = after)
-    }
+    crate::layer::policy::policy_options!();
 
     /// Answer rejected requests with `reject`'s response instead of the default one (which
     /// [`rejection_response`] still builds, to start from).
@@ -249,11 +171,6 @@ impl<K: KeyExtractor> LockMiddleware<K> {
     {
         self.reject = Some(Arc::new(reject));
         self
-    }
-
-    /// The lock options each acquisition uses (mode and lease; the wait is the middleware's).
-    pub fn lock_options(&self) -> LockOptions {
-        self.policy.lock
     }
 }
 

@@ -63,7 +63,6 @@ mod reject;
 mod service;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use tower_layer::Layer;
@@ -74,12 +73,11 @@ pub use policy::{OnLeaseLost, DEFAULT_RETRY_AFTER, DEFAULT_WAIT_TIMEOUT};
 pub use reject::{RejectReason, Rejection};
 pub use service::LockService;
 
-use policy::{Policy, Wait, WaitCounts};
+use policy::Policy;
 
 use crate::guard::LockInfo;
 use crate::key::KeyExtractor;
 use crate::manager::LockManager;
-use crate::options::{LockOptions, Mode};
 
 /// Runs each request under the locks that its key extractor derives from it: see the [module
 /// docs](self).
@@ -132,80 +130,7 @@ impl<K: KeyExtractor> LockLayer<K> {
         }
     }
 
-    fn with(mut self, change: impl FnOnce(&mut Policy)) -> Self {
-        change(Arc::make_mut(&mut self.policy));
-        self
-    }
-
-    /// Take the mode and the lease from `opts`, and its wait timeout if it sets one (a layer never
-    /// waits forever by accident: without a timeout in `opts` the layer keeps its own, 10 s by
-    /// default; call [`wait_forever`](Self::wait_forever) to mean it).
-    pub fn options(self, opts: LockOptions) -> Self {
-        self.with(|policy| {
-            if let Some(timeout) = opts.wait_timeout_value() {
-                policy.wait = Wait::For(timeout);
-            }
-            policy.lock = opts.wait_forever();
-        })
-    }
-
-    /// Exclusive (the default) or fair (FIFO) locks.
-    pub fn mode(self, mode: Mode) -> Self {
-        self.with(|policy| policy.lock = policy.lock.mode(mode))
-    }
-
-    /// Wait at most `timeout` for a busy lock (all the locks of a request together), then answer
-    /// 503 with `Retry-After`. Default [`DEFAULT_WAIT_TIMEOUT`].
-    pub fn wait_timeout(self, timeout: Duration) -> Self {
-        self.with(|policy| policy.wait = Wait::For(timeout))
-    }
-
-    /// Wait as long as it takes (a gRPC deadline still caps the wait).
-    pub fn wait_forever(self) -> Self {
-        self.with(|policy| policy.wait = Wait::Forever)
-    }
-
-    /// Try mode: never wait. A request whose lock is busy is answered 409 Conflict with
-    /// `Retry-After` (gRPC `ABORTED`) at once.
-    pub fn no_wait(self) -> Self {
-        self.with(|policy| policy.wait = Wait::Never)
-    }
-
-    /// Hold each lock for a fixed `lease` instead of letting the manager's watchdog renew it: the
-    /// lock frees itself `lease` after it was taken, whatever the handler does. Pair it with
-    /// [`OnLeaseLost::Abort`] to stop handlers that outlive their lease.
-    pub fn lease(self, lease: Duration) -> Self {
-        self.with(|policy| policy.lock = policy.lock.lease(lease))
-    }
-
-    /// Let the manager's watchdog keep the leases (the default).
-    pub fn watchdog_lease(self) -> Self {
-        self.with(|policy| policy.lock = policy.lock.watchdog_lease())
-    }
-
-    /// What to do when a lease is lost while the handler runs (default [`OnLeaseLost::Continue`]).
-    pub fn on_lease_lost(self, on_lease_lost: OnLeaseLost) -> Self {
-        self.with(|policy| policy.on_lease_lost = on_lease_lost)
-    }
-
-    /// Let at most `max` requests of this process wait for the same lock through this layer (and
-    /// its clones); more are answered at once with 503 and `Retry-After` (gRPC `UNAVAILABLE`).
-    /// A request that finds its lock free never counts. Default: no limit.
-    pub fn max_waiters(self, max: usize) -> Self {
-        self.with(|policy| policy.max_waiters = Some((max, Arc::new(WaitCounts::default()))))
-    }
-
-    /// Keep the locks until the response body has been sent (or fails, or is dropped), not only
-    /// until the response head is ready: for handlers that stream what they read under the lock.
-    pub fn hold_until_body_end(self) -> Self {
-        self.with(|policy| policy.hold_body = true)
-    }
-
-    /// The `Retry-After` of rejections that invite a retry (default [`DEFAULT_RETRY_AFTER`]: 1 s;
-    /// sent in whole seconds, rounded up).
-    pub fn retry_after(self, after: Duration) -> Self {
-        self.with(|policy| policy.retry_after = after)
-    }
+    crate::layer::policy::policy_options!();
 
     /// Answer rejected requests with `reject`'s response instead of the default one (which
     /// [`Rejection::default_response`] still builds, to start from).
@@ -226,11 +151,6 @@ impl<K: KeyExtractor> LockLayer<K> {
         F: Fn(&Rejection) -> http::Response<Bytes> + Send + Sync + 'static,
     {
         self.with(|policy| policy.reject = Some(Arc::new(reject)))
-    }
-
-    /// The lock options each acquisition uses (mode and lease; the wait is the layer's).
-    pub fn lock_options(&self) -> LockOptions {
-        self.policy.lock
     }
 }
 

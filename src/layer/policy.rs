@@ -297,3 +297,101 @@ impl std::fmt::Debug for Hold {
             .finish()
     }
 }
+
+/// The per-layer options shared by [`LockLayer`](crate::LockLayer) and the actix-web middleware:
+/// both keep an `Arc<Policy>` in a field named `policy`, and get the same builder methods.
+macro_rules! policy_options {
+    () => {
+        fn with(mut self, change: impl FnOnce(&mut $crate::layer::policy::Policy)) -> Self {
+            change(::std::sync::Arc::make_mut(&mut self.policy));
+            self
+        }
+
+        /// Take the mode and the lease from `opts`, and its wait timeout if it sets one (a request
+        /// never waits forever by accident: without a timeout in `opts` the default of 10 s
+        /// stays; call [`wait_forever`](Self::wait_forever) to mean it).
+        pub fn options(self, opts: $crate::LockOptions) -> Self {
+            self.with(|policy| {
+                if let Some(timeout) = opts.wait_timeout_value() {
+                    policy.wait = $crate::layer::policy::Wait::For(timeout);
+                }
+                policy.lock = opts.wait_forever();
+            })
+        }
+
+        /// Exclusive (the default) or fair (FIFO) locks.
+        pub fn mode(self, mode: $crate::Mode) -> Self {
+            self.with(|policy| policy.lock = policy.lock.mode(mode))
+        }
+
+        /// Wait at most `timeout` for a busy lock (all the locks of a request together), then
+        /// answer 503 with `Retry-After`. Default
+        /// [`DEFAULT_WAIT_TIMEOUT`](crate::layer::DEFAULT_WAIT_TIMEOUT).
+        pub fn wait_timeout(self, timeout: ::std::time::Duration) -> Self {
+            self.with(|policy| policy.wait = $crate::layer::policy::Wait::For(timeout))
+        }
+
+        /// Wait as long as it takes (a gRPC deadline still caps the wait).
+        pub fn wait_forever(self) -> Self {
+            self.with(|policy| policy.wait = $crate::layer::policy::Wait::Forever)
+        }
+
+        /// Try mode: never wait. A request whose lock is busy is answered 409 Conflict with
+        /// `Retry-After` (gRPC `ABORTED`) at once.
+        pub fn no_wait(self) -> Self {
+            self.with(|policy| policy.wait = $crate::layer::policy::Wait::Never)
+        }
+
+        /// Hold each lock for a fixed `lease` instead of letting the manager's watchdog renew it:
+        /// the lock frees itself `lease` after it was taken, whatever the handler does. Pair it
+        /// with [`OnLeaseLost::Abort`](crate::OnLeaseLost::Abort) to stop handlers that outlive
+        /// their lease.
+        pub fn lease(self, lease: ::std::time::Duration) -> Self {
+            self.with(|policy| policy.lock = policy.lock.lease(lease))
+        }
+
+        /// Let the manager's watchdog keep the leases (the default).
+        pub fn watchdog_lease(self) -> Self {
+            self.with(|policy| policy.lock = policy.lock.watchdog_lease())
+        }
+
+        /// What to do when a lease is lost while the handler runs (default
+        /// [`OnLeaseLost::Continue`](crate::OnLeaseLost::Continue)). With
+        /// [`OnLeaseLost::Abort`](crate::OnLeaseLost::Abort) the handler's future is dropped and
+        /// the request answered 503 (gRPC `ABORTED`).
+        pub fn on_lease_lost(self, on_lease_lost: $crate::OnLeaseLost) -> Self {
+            self.with(|policy| policy.on_lease_lost = on_lease_lost)
+        }
+
+        /// Let at most `max` requests of this process wait for the same lock through this
+        /// layer (and its clones: build it once and clone it, so every worker counts against the
+        /// same limit); more are answered at once with 503 and `Retry-After` (gRPC
+        /// `UNAVAILABLE`). A request that finds its lock free never counts. Default: no limit.
+        pub fn max_waiters(self, max: usize) -> Self {
+            self.with(|policy| {
+                let counts = ::std::sync::Arc::new($crate::layer::policy::WaitCounts::default());
+                policy.max_waiters = Some((max, counts))
+            })
+        }
+
+        /// Keep the locks until the response body has been sent (or fails, or is dropped), not
+        /// only until the response head is ready: for handlers that stream what they read under
+        /// the lock.
+        pub fn hold_until_body_end(self) -> Self {
+            self.with(|policy| policy.hold_body = true)
+        }
+
+        /// The `Retry-After` of rejections that invite a retry (default
+        /// [`DEFAULT_RETRY_AFTER`](crate::layer::DEFAULT_RETRY_AFTER): 1 s; sent in whole
+        /// seconds, rounded up).
+        pub fn retry_after(self, after: ::std::time::Duration) -> Self {
+            self.with(|policy| policy.retry_after = after)
+        }
+
+        /// The lock options each acquisition uses (mode and lease; the wait is the layer's).
+        pub fn lock_options(&self) -> $crate::LockOptions {
+            self.policy.lock
+        }
+    };
+}
+pub(crate) use policy_options;
