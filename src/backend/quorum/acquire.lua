@@ -12,9 +12,7 @@ local owner, lease, manager = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local will_wait, others = ARGV[4] == '1', ARGV[5] == '1'
 
 if redis.call('EXISTS', lock) == 0 then
-  local token = next_token(fence, now_us())
-  redis.call('HSET', lock, owner, 1, '#t', int(token))
-  redis.call('PEXPIRE', lock, lease)
+  local token = take(lock, fence, owner, lease, now_us())
   if will_wait and not others then
     redis.call('ZREM', waiters, manager)
   end
@@ -22,11 +20,7 @@ if redis.call('EXISTS', lock) == 0 then
 end
 
 if redis.call('HEXISTS', lock, owner) == 1 then
-  redis.call('HINCRBY', lock, owner, 1)
-  if redis.call('PTTL', lock) < lease then
-    redis.call('PEXPIRE', lock, lease)
-  end
-  return {1, tonumber(redis.call('HGET', lock, '#t')), 1}
+  return {1, reenter(lock, owner, lease), 1}
 end
 
 local ttl = redis.call('PTTL', lock)

@@ -5,20 +5,9 @@
 -- ARGV: owner, inbox channel prefix, releasing manager id
 -- Returns -1 when the owner did not hold the lock, else the holds left (0: freed).
 local lock, waiters = KEYS[1], KEYS[2]
-if redis.call('HEXISTS', lock, ARGV[1]) == 0 then
-  return -1
-end
-local left = redis.call('HINCRBY', lock, ARGV[1], -1)
-if left > 0 then
+local left = drop_hold(lock, ARGV[1])
+if left ~= 0 then
   return left
 end
-redis.call('DEL', lock)
-while true do
-  local head = redis.call('ZPOPMIN', waiters)
-  if #head == 0 then
-    return 0
-  end
-  if head[1] ~= ARGV[3] and redis.call('PUBLISH', ARGV[2] .. head[1], lock) > 0 then
-    return 0
-  end
-end
+notify_next(waiters, ARGV[2], lock, ARGV[3])
+return 0

@@ -8,9 +8,7 @@ local will_wait, others = ARGV[4] == '1', ARGV[5] == '1'
 
 if redis.call('EXISTS', lock) == 0 then
   local now = now_us()
-  local token = next_token(fence, now)
-  redis.call('HSET', lock, owner, 1, '#t', int(token))
-  redis.call('PEXPIRE', lock, lease)
+  local token = take(lock, fence, owner, lease, now)
   if will_wait then
     if others then
       -- our release must reach the requests of this process that still wait
@@ -23,11 +21,7 @@ if redis.call('EXISTS', lock) == 0 then
 end
 
 if redis.call('HEXISTS', lock, owner) == 1 then
-  redis.call('HINCRBY', lock, owner, 1)
-  if redis.call('PTTL', lock) < lease then
-    redis.call('PEXPIRE', lock, lease)
-  end
-  return {1, tonumber(redis.call('HGET', lock, '#t'))}
+  return {1, reenter(lock, owner, lease)}
 end
 
 local ttl = redis.call('PTTL', lock)

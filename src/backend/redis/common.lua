@@ -21,18 +21,49 @@ local function next_token(fence, now)
   return token
 end
 
+-- Make `owner` the holder of the free `lock` for `lease` ms under a new fencing token.
+local function take(lock, fence, owner, lease, now)
+  local token = next_token(fence, now)
+  redis.call('HSET', lock, owner, 1, '#t', int(token))
+  redis.call('PEXPIRE', lock, lease)
+  return token
+end
+
+-- One more hold of `owner` on the lock it holds; the lease never shrinks. Returns its token.
+local function reenter(lock, owner, lease)
+  redis.call('HINCRBY', lock, owner, 1)
+  if redis.call('PTTL', lock) < lease then
+    redis.call('PEXPIRE', lock, lease)
+  end
+  return tonumber(redis.call('HGET', lock, '#t'))
+end
+
 -- Tell the longest-waiting manager that still listens that `lock` is free. A manager that died is
--- dropped: PUBLISH reaches nobody on its channel.
-local function notify_next(waiters, prefix, lock)
+-- dropped: PUBLISH reaches nobody on its channel. The manager `skip` (optional) is dropped without
+-- being told.
+local function notify_next(waiters, prefix, lock, skip)
   while true do
     local head = redis.call('ZPOPMIN', waiters)
     if #head == 0 then
       return
     end
-    if redis.call('PUBLISH', prefix .. head[1], lock) > 0 then
+    if head[1] ~= skip and redis.call('PUBLISH', prefix .. head[1], lock) > 0 then
       return
     end
   end
+end
+
+-- Drop one hold of `owner` on `lock`; the lock hash goes with the last one. Returns -1 when the
+-- owner held none, else the holds left.
+local function drop_hold(lock, owner)
+  if redis.call('HEXISTS', lock, owner) == 0 then
+    return -1
+  end
+  local left = redis.call('HINCRBY', lock, owner, -1)
+  if left == 0 then
+    redis.call('DEL', lock)
+  end
+  return left
 end
 
 -- Fair locks. The queue `q` is a zset of waiter (owner id) -> arrival time in microseconds; `qt` is
@@ -59,9 +90,7 @@ local function grant_next(lock, q, qt, fence, prefix, claim_ms, now)
     end
     redis.call('ZREM', q, head)
     redis.call('ZREM', qt, head)
-    local token = next_token(fence, now)
-    redis.call('HSET', lock, head, 1, '#t', int(token))
-    redis.call('PEXPIRE', lock, claim_ms)
+    local token = take(lock, fence, head, claim_ms, now)
     local manager = string.match(head, '^[^:]+')
     local grant = 'g|' .. lock .. '|' .. head .. '|' .. int(token)
     if redis.call('PUBLISH', prefix .. manager, grant) > 0 then

@@ -12,13 +12,9 @@ if redis.call('HEXISTS', lock, owner) == 1 then
   if queued then
     -- a grant whose message we did not receive: it is ours, not a re-entry
     redis.call('PEXPIRE', lock, lease)
-  else
-    redis.call('HINCRBY', lock, owner, 1)
-    if redis.call('PTTL', lock) < lease then
-      redis.call('PEXPIRE', lock, lease)
-    end
+    return {1, tonumber(redis.call('HGET', lock, '#t'))}
   end
-  return {1, tonumber(redis.call('HGET', lock, '#t'))}
+  return {1, reenter(lock, owner, lease)}
 end
 
 local now = now_us()
@@ -30,10 +26,7 @@ if redis.call('EXISTS', lock) == 0 then
   if not granted then
     redis.call('ZREM', q, owner)
     redis.call('ZREM', qt, owner)
-    local token = next_token(fence, now)
-    redis.call('HSET', lock, owner, 1, '#t', int(token))
-    redis.call('PEXPIRE', lock, lease)
-    return {1, token}
+    return {1, take(lock, fence, owner, lease, now)}
   end
   if redis.call('HEXISTS', lock, owner) == 1 then
     -- the waiters ahead of us were dead: the grant came to us

@@ -3,13 +3,9 @@
 -- ARGV: owner, inbox channel prefix, claim lease ms
 -- Returns -1 when the owner did not hold the lock, else the holds left (0: released).
 local lock, q, qt, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-if redis.call('HEXISTS', lock, ARGV[1]) == 0 then
-  return -1
-end
-local left = redis.call('HINCRBY', lock, ARGV[1], -1)
-if left > 0 then
+local left = drop_hold(lock, ARGV[1])
+if left ~= 0 then
   return left
 end
-redis.call('DEL', lock)
 grant_next(lock, q, qt, fence, ARGV[2], tonumber(ARGV[3]), now_us())
 return 0

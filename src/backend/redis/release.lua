@@ -3,13 +3,9 @@
 -- ARGV: owner, inbox channel prefix
 -- Returns -1 when the owner did not hold the lock, else the holds left (0: freed).
 local lock, waiters = KEYS[1], KEYS[2]
-if redis.call('HEXISTS', lock, ARGV[1]) == 0 then
-  return -1
-end
-local left = redis.call('HINCRBY', lock, ARGV[1], -1)
-if left > 0 then
+local left = drop_hold(lock, ARGV[1])
+if left ~= 0 then
   return left
 end
-redis.call('DEL', lock)
 notify_next(waiters, ARGV[2], lock)
 return 0
