@@ -20,6 +20,8 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use support::stats::{median, p99, ratio};
+
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
@@ -172,23 +174,4 @@ async fn script_all(script: &redis::Script, conns: &[redis::aio::MultiplexedConn
         }
     }))
     .await;
-}
-
-fn sorted(s: &[Duration]) -> Vec<Duration> {
-    let mut v = s.to_vec();
-    v.sort();
-    v
-}
-
-fn median(s: &[Duration]) -> Duration {
-    sorted(s)[s.len() / 2]
-}
-
-fn p99(s: &[Duration]) -> Duration {
-    let v = sorted(s);
-    v[(v.len() * 99 / 100).min(v.len() - 1)]
-}
-
-fn ratio(a: Duration, b: Duration) -> f64 {
-    a.as_secs_f64() / b.as_secs_f64()
 }

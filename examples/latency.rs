@@ -14,6 +14,8 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use support::stats::{median, p99, ratio};
+
 use std::time::{Duration, Instant};
 
 use tower_lock::{LockManager, LockOptions};
@@ -165,23 +167,4 @@ async fn script_calls(conn: &redis::aio::MultiplexedConnection) -> redis::RedisR
                 .ok()
         })
         .sum())
-}
-
-fn ratio(a: Duration, b: Duration) -> f64 {
-    a.as_secs_f64() / b.as_secs_f64()
-}
-
-fn sorted(s: &[Duration]) -> Vec<Duration> {
-    let mut v = s.to_vec();
-    v.sort();
-    v
-}
-
-fn median(s: &[Duration]) -> Duration {
-    sorted(s)[s.len() / 2]
-}
-
-fn p99(s: &[Duration]) -> Duration {
-    let v = sorted(s);
-    v[(v.len() * 99 / 100).min(v.len() - 1)]
 }

@@ -11,6 +11,7 @@
 
 pub mod fixture;
 mod resp;
+pub mod stats;
 
 use resp::redis_cmd_with;
 pub use resp::{redis_cmd, redis_cmd_bytes, Reply};
