@@ -134,11 +134,10 @@ impl WaitRegistry {
         }
     }
 
-    /// True when other waiters of `id` remain besides `me`.
-    pub(crate) fn has_others(&self, id: &str, me: &Waiter) -> bool {
-        self.lock()
-            .get(id)
-            .is_some_and(|q| q.iter().any(|w| w.seq != me.seq))
+    /// True when `id` has waiters besides the registered caller (who is in the queue until it
+    /// leaves, so any second entry is someone else).
+    pub(crate) fn has_others(&self, id: &str) -> bool {
+        self.lock().get(id).is_some_and(|q| q.len() > 1)
     }
 
     /// Remove `me`. When `acquired` is false and `me` held an unused wake-up, the wake-up goes to the

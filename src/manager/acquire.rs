@@ -104,7 +104,7 @@ impl WaitTicket {
     }
 
     fn others_waiting(&self) -> bool {
-        self.shared.waiters.has_others(&self.id, &self.waiter)
+        self.shared.waiters.has_others(&self.id)
     }
 
     fn as_queued(&self) -> HeldLock {
