@@ -9,8 +9,9 @@
 //!
 //! Tasks are split over two managers (two replicas). Each loops acquire -> hold H -> release.
 //! Reported: acquisitions/s, per-task counts (min/max and Jain's fairness index), acquire wait
-//! p50/p99, the hold time H really took (H is slept on the blocking pool, which is precise to about
-//! 0.1 ms, where a tokio sleep would last 1-2 ms), the
+//! p50/p99, the hold time H really took (measured from acquire returning to release being called;
+//! H is slept on the blocking pool and finished with a short spin, as a tokio sleep would last
+//! 1-2 ms), the
 //! share of time the lock was held ("busy"; the rest is hand-off), and the PING round trip measured
 //! in the same run.
 
@@ -153,9 +154,10 @@ async fn run(managers: &[LockManager; 2], s: &Scenario, run_for: Duration) -> Ou
                 let acquired = Instant::now();
                 waits.push(acquired.duration_since(started));
                 if !hold.is_zero() {
-                    // A blocking-pool thread sleeps H precisely; tokio's timer would round it up
-                    // to 1-2 ms.
-                    let _ = tokio::task::spawn_blocking(move || std::thread::sleep(hold)).await;
+                    // A blocking-pool thread holds for H precisely; tokio's timer would round it
+                    // up to 1-2 ms.
+                    let until = acquired + hold;
+                    let _ = tokio::task::spawn_blocking(move || sleep_until(until)).await;
                 }
                 held += acquired.elapsed();
                 guard.release().await.expect("release");
@@ -191,6 +193,18 @@ async fn run(managers: &[LockManager; 2], s: &Scenario, run_for: Duration) -> Ou
         p50: pick(0.50).copied().unwrap_or_default(),
         p99: pick(0.99).copied().unwrap_or_default(),
         hold: held / (waits.len().max(1) as u32),
+    }
+}
+
+/// Sleep until `until`, precise to a few microseconds: the OS sleeps most of it (its wake-up is
+/// late by 50-100 µs), a spin the rest.
+fn sleep_until(until: Instant) {
+    const SPIN: Duration = Duration::from_micros(150);
+    if let Some(rest) = until.checked_duration_since(Instant::now()) {
+        std::thread::sleep(rest.saturating_sub(SPIN));
+    }
+    while Instant::now() < until {
+        std::hint::spin_loop();
     }
 }
 

@@ -26,8 +26,9 @@ pub(crate) struct AcquireRequest<'a> {
     /// Other requests of this process still wait for the same lock after this one.
     pub(crate) others_waiting: bool,
     pub(crate) mode: Mode,
-    /// Fair mode: this owner already joined the lock's queue (a lock found held by it is its
-    /// grant, not a re-entry).
+    /// An earlier attempt of this request found the lock busy and recorded it as waiting. Fair
+    /// mode: the owner joined the lock's queue (a lock found held by it is its grant, not a
+    /// re-entry). Exclusive mode: the backend may list this process among the waiting ones.
     pub(crate) queued: bool,
 }
 

@@ -87,6 +87,8 @@ struct WaitTicket {
     waiter: Arc<Waiter>,
     /// Fair mode: joined the lock's queue (and the watchdog heartbeats it).
     queued: bool,
+    /// An attempt found the lock busy: the backend recorded this request as waiting.
+    found_busy: bool,
     acquired: bool,
 }
 
@@ -99,6 +101,7 @@ impl WaitTicket {
             mode,
             waiter: shared.waiters.register(id, owner),
             queued: false,
+            found_busy: false,
             acquired: false,
         }
     }
@@ -217,7 +220,7 @@ impl Shared {
             }
             let attempt_started = Instant::now();
             let others_waiting = ticket.as_ref().is_some_and(WaitTicket::others_waiting);
-            let queued = ticket.as_ref().is_some_and(|t| t.queued);
+            let queued = ticket.as_ref().is_some_and(|t| t.found_busy);
             let call = self.attempt(&id, owner, lease, wait, others_waiting, mode, queued);
             let attempt = match deadline {
                 Some(deadline) => tokio::time::timeout_at(deadline.into(), call)
@@ -239,6 +242,7 @@ impl Shared {
                     let Some(ticket) = ticket.as_mut() else {
                         return Ok(None);
                     };
+                    ticket.found_busy = true;
                     if mode == Mode::Fair {
                         ticket.join_queue();
                     }

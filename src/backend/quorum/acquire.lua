@@ -11,16 +11,17 @@ local lock, waiters, fence = KEYS[1], KEYS[2], KEYS[3]
 local owner, lease, manager = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local will_wait, others = ARGV[4] == '1', ARGV[5] == '1'
 
-if redis.call('EXISTS', lock) == 0 then
-  local token = take(lock, fence, owner, lease, now_us())
+local holds, token = lock_state(lock, owner)
+if holds then
+  return {1, reenter(lock, owner, lease, token), 1}
+end
+
+if not token then
+  token = take(lock, fence, owner, lease, now_us())
   if will_wait and not others then
     redis.call('ZREM', waiters, manager)
   end
   return {1, token, 0}
-end
-
-if redis.call('HEXISTS', lock, owner) == 1 then
-  return {1, reenter(lock, owner, lease), 1}
 end
 
 local ttl = redis.call('PTTL', lock)

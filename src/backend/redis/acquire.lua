@@ -1,27 +1,28 @@
 -- Take an exclusive reentrant lock, or record that this manager waits for it.
 -- KEYS: lock hash (owner -> count, '#t' -> token), waiting managers (zset), fencing counter
--- ARGV: owner, lease ms, manager id, will wait ('1'/'0'), other local waiters remain ('1'/'0')
+-- ARGV: owner, lease ms, manager id, will wait ('1'/'0'), other local waiters remain ('1'/'0'),
+--       retry ('1': an earlier attempt of this request found the lock busy and recorded this
+--       manager as waiting)
 -- Returns {1, token} when acquired, {0, pttl} when busy.
 local lock, waiters, fence = KEYS[1], KEYS[2], KEYS[3]
 local owner, lease, manager = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local will_wait, others = ARGV[4] == '1', ARGV[5] == '1'
+local will_wait, others, retry = ARGV[4] == '1', ARGV[5] == '1', ARGV[6] == '1'
 
-if redis.call('EXISTS', lock) == 0 then
-  local now = now_us()
-  local token = take(lock, fence, owner, lease, now)
-  if will_wait then
-    if others then
-      -- our release must reach the requests of this process that still wait
-      redis.call('ZADD', waiters, 'NX', now, manager)
-    else
-      redis.call('ZREM', waiters, manager)
-    end
-  end
-  return {1, token}
+local holds, token = lock_state(lock, owner)
+if holds then
+  return {1, reenter(lock, owner, lease, token)}
 end
 
-if redis.call('HEXISTS', lock, owner) == 1 then
-  return {1, reenter(lock, owner, lease)}
+if not token then
+  local now = now_us()
+  token = take(lock, fence, owner, lease, now)
+  if will_wait and others then
+    -- our release must reach the requests of this process that still wait
+    redis.call('ZADD', waiters, 'NX', now, manager)
+  elseif will_wait and retry then
+    redis.call('ZREM', waiters, manager)
+  end
+  return {1, token}
 end
 
 local ttl = redis.call('PTTL', lock)

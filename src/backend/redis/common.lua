@@ -13,12 +13,15 @@ end
 
 -- The next fencing token of a lock: one above the last one issued, and never below the server clock
 -- in microseconds. The counter may therefore expire while the lock idles: the clock alone has moved
--- past every token issued before.
+-- past every token issued before. One call in the usual case: SET ... GET stores the clock and
+-- returns the last token; only when that was not below the clock is the counter set again.
 local function next_token(fence, now)
-  local last = tonumber(redis.call('GET', fence) or '0')
-  local token = math.max(last + 1, now)
-  redis.call('SET', fence, int(token), 'PX', 60000)
-  return token
+  local last = tonumber(redis.call('SET', fence, int(now), 'PX', 60000, 'GET') or '0')
+  if last < now then
+    return now
+  end
+  redis.call('SET', fence, int(last + 1), 'PX', 60000)
+  return last + 1
 end
 
 -- Make `owner` the holder of the free `lock` for `lease` ms under a new fencing token.
@@ -29,13 +32,21 @@ local function take(lock, fence, owner, lease, now)
   return token
 end
 
--- One more hold of `owner` on the lock it holds; the lease never shrinks. Returns its token.
-local function reenter(lock, owner, lease)
+-- One more hold of `owner` on the lock it holds under `token`; the lease never shrinks. Returns the
+-- token.
+local function reenter(lock, owner, lease, token)
   redis.call('HINCRBY', lock, owner, 1)
   if redis.call('PTTL', lock) < lease then
     redis.call('PEXPIRE', lock, lease)
   end
-  return tonumber(redis.call('HGET', lock, '#t'))
+  return tonumber(token)
+end
+
+-- What `owner` has of `lock`, in one call: its holds (false: none) and the lock's token (false: the
+-- lock is free; every held lock has one).
+local function lock_state(lock, owner)
+  local state = redis.call('HMGET', lock, owner, '#t')
+  return state[1], state[2]
 end
 
 -- Tell the longest-waiting manager that still listens that `lock` is free. A manager that died is
@@ -56,14 +67,15 @@ end
 -- Drop one hold of `owner` on `lock`; the lock hash goes with the last one. Returns -1 when the
 -- owner held none, else the holds left.
 local function drop_hold(lock, owner)
-  if redis.call('HEXISTS', lock, owner) == 0 then
+  local holds = tonumber(redis.call('HGET', lock, owner))
+  if not holds then
     return -1
   end
-  local left = redis.call('HINCRBY', lock, owner, -1)
-  if left == 0 then
+  if holds <= 1 then
     redis.call('DEL', lock)
+    return 0
   end
-  return left
+  return redis.call('HINCRBY', lock, owner, -1)
 end
 
 -- Fair locks. The queue `q` is a zset of waiter (owner id) -> arrival time in microseconds; `qt` is
@@ -84,11 +96,10 @@ end
 local function grant_next(lock, q, qt, fence, prefix, claim_ms, now)
   evict_dead(q, qt, math.floor(now / 1000))
   while true do
-    local head = redis.call('ZRANGE', q, 0, 0)[1]
+    local head = redis.call('ZPOPMIN', q)[1]
     if not head then
       return false
     end
-    redis.call('ZREM', q, head)
     redis.call('ZREM', qt, head)
     local token = take(lock, fence, head, claim_ms, now)
     local manager = string.match(head, '^[^:]+')

@@ -8,17 +8,18 @@ local owner, lease = ARGV[1], tonumber(ARGV[2])
 local will_wait, queued = ARGV[3] == '1', ARGV[4] == '1'
 local eviction, prefix = tonumber(ARGV[5]), ARGV[6]
 
-if redis.call('HEXISTS', lock, owner) == 1 then
+local holds, token = lock_state(lock, owner)
+if holds then
   if queued then
     -- a grant whose message we did not receive: it is ours, not a re-entry
     redis.call('PEXPIRE', lock, lease)
-    return {1, tonumber(redis.call('HGET', lock, '#t'))}
+    return {1, tonumber(token)}
   end
-  return {1, reenter(lock, owner, lease)}
+  return {1, reenter(lock, owner, lease, token)}
 end
 
 local now = now_us()
-if redis.call('EXISTS', lock) == 0 then
+if not token then
   evict_dead(q, qt, math.floor(now / 1000))
   local head = redis.call('ZRANGE', q, 0, 0)[1]
   -- free, but others queued first (the holder died, or a grant went astray): the head gets it

@@ -147,7 +147,8 @@ impl RedisBackend {
             .arg(millis(req.lease))
             .arg(&*self.manager_id)
             .arg(flag(req.will_wait))
-            .arg(flag(req.others_waiting));
+            .arg(flag(req.others_waiting))
+            .arg(flag(req.queued));
         let (acquired, value): (i64, i64) = self.invoke(slot_hint(req.id), &call).await?;
         Ok(attempt(acquired, value))
     }
