@@ -320,3 +320,33 @@ async fn waiters_fail_promptly_when_redis_dies() {
         killed.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_notice_a_silently_frozen_redis_through_the_inbox_keepalive() {
+    // A stopped server keeps its TCP connections open: nothing but the inbox's keepalive PING (every
+    // 5 s) tells the waiter, which would otherwise sleep out the holder's 30 s lease.
+    let server = RedisServer::start();
+    let holder = manager_with_lease(&server, Duration::from_secs(30)).await;
+    let m = manager_with_lease(&server, Duration::from_secs(30)).await;
+    let _held = holder
+        .acquire("frozen", &LockOptions::exclusive())
+        .await
+        .unwrap();
+    let waiter = {
+        let m = m.clone();
+        tokio::spawn(async move {
+            m.acquire("frozen", &LockOptions::exclusive())
+                .await
+                .map(drop)
+        })
+    };
+    assert!(support::wait_until(Duration::from_secs(10), || m.waiting() == 1));
+    server.stop_process();
+    let frozen = Instant::now();
+    let outcome = waiter.await.unwrap();
+    let elapsed = frozen.elapsed();
+    server.continue_process();
+    let err = outcome.unwrap_err();
+    assert!(err.is_unavailable(), "{err:?}");
+    assert!(elapsed < Duration::from_secs(8), "took {elapsed:?}");
+}

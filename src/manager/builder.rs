@@ -205,8 +205,15 @@ impl LockManagerBuilder {
 
         let id = new_manager_id();
         let keys = KeySpace::new(&self.namespace);
-        let inbox = Inbox::new(client, keys.inbox(&id), self.command_timeout);
-        let stream = inbox
+        let waiters = Arc::new(WaitRegistry::default());
+        let inbox = Inbox::new(
+            &client,
+            keys.inbox(&id),
+            self.command_timeout,
+            waiters.clone(),
+        )
+        .map_err(|err| LockError::Config(format!("invalid Redis URL: {err}")))?;
+        let subscription = inbox
             .subscribe()
             .await
             .map_err(|err| LockError::unavailable("", err))?;
@@ -218,10 +225,9 @@ impl LockManagerBuilder {
             self.eviction,
         ));
         let backend = Arc::new(Backend::Redis(redis.clone()));
-        let waiters = Arc::new(WaitRegistry::default());
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        let (shared, chores) = Shared::new(backend, waiters.clone(), self.timing(), id, Some(stop));
-        spawn_inbox(inbox, Some(stream), redis, waiters, chores, stopped);
+        let (shared, chores) = Shared::new(backend, waiters, self.timing(), id, Some(stop));
+        spawn_inbox(inbox, Some(subscription), redis, chores, stopped);
         let manager = LockManager::from_shared(shared);
         manager.shared.start();
         Ok(manager)
@@ -258,6 +264,7 @@ impl LockManagerBuilder {
         }
         let id = new_manager_id();
         let keys = KeySpace::new(&self.namespace);
+        let waiters = Arc::new(WaitRegistry::default());
         let mut nodes = Vec::with_capacity(urls.len());
         let mut inboxes = Vec::with_capacity(urls.len());
         for url in urls {
@@ -273,7 +280,14 @@ impl LockManagerBuilder {
                 self.eviction,
             );
             nodes.push(Node::new(Arc::new(redis), name));
-            inboxes.push(Inbox::new(client, keys.inbox(&id), self.command_timeout));
+            let inbox = Inbox::new(
+                &client,
+                keys.inbox(&id),
+                self.command_timeout,
+                waiters.clone(),
+            )
+            .map_err(|err| LockError::Config(format!("invalid Redis URL {url}: {err}")))?;
+            inboxes.push(inbox);
         }
         let streams = futures_util::future::join_all(inboxes.iter().map(Inbox::subscribe)).await;
         let up = streams.iter().filter(|s| s.is_ok()).count();
@@ -291,7 +305,6 @@ impl LockManagerBuilder {
             );
             return Err(LockError::unavailable("", cause));
         }
-        let waiters = Arc::new(WaitRegistry::default());
         let redis: Vec<Arc<RedisBackend>> = nodes.iter().map(|n| n.redis.clone()).collect();
         let quorum = Arc::new(QuorumBackend::new(
             nodes,
@@ -309,15 +322,7 @@ impl LockManagerBuilder {
         for ((inbox, stream), node) in inboxes.into_iter().zip(streams).zip(redis) {
             let (stop, stopped) = tokio::sync::oneshot::channel();
             stops.push(stop);
-            let stream = stream.ok();
-            spawn_inbox(
-                inbox,
-                stream,
-                node,
-                waiters.clone(),
-                chores.clone(),
-                stopped,
-            );
+            spawn_inbox(inbox, stream.ok(), node, chores.clone(), stopped);
         }
         tokio::spawn(async move {
             let _ = stopped.await;
@@ -329,17 +334,16 @@ impl LockManagerBuilder {
     }
 }
 
-/// Run the inbox of one Redis server (subscribing first, with backoff, if `stream` is `None`) until
-/// `stopped` fires. A message no local waiter can take is passed on through that server: a wake-up
-/// to the next waiting manager, a grant to the next queued waiter.
+/// Run the inbox of one Redis server (subscribing first, with backoff, if `subscription` is
+/// `None`) until `stopped` fires. A message no local waiter can take is passed on through that
+/// server: a wake-up to the next waiting manager, a grant to the next queued waiter.
 #[cfg(feature = "redis")]
 fn spawn_inbox(
     inbox: crate::backend::redis::Inbox,
-    stream: Option<redis::aio::PubSubStream>,
+    subscription: Option<crate::backend::redis::Subscription>,
     node: Arc<crate::backend::redis::RedisBackend>,
-    waiters: Arc<crate::waiters::WaitRegistry>,
     chores: tokio::sync::mpsc::UnboundedSender<crate::watchdog::Chore>,
-    mut stopped: tokio::sync::oneshot::Receiver<()>,
+    stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
     use crate::backend::redis::Unclaimed;
 
@@ -363,29 +367,7 @@ fn spawn_inbox(
             }
         }));
     };
-    tokio::spawn(async move {
-        let stream = match stream {
-            Some(stream) => stream,
-            None => {
-                let mut backoff = Duration::from_millis(50);
-                let stream = loop {
-                    let wait = backoff + crate::backend::quorum::jitter(backoff / 2);
-                    tokio::select! {
-                        _ = &mut stopped => return,
-                        _ = tokio::time::sleep(wait) => {}
-                    }
-                    if let Ok(stream) = inbox.subscribe().await {
-                        break stream;
-                    }
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
-                };
-                // Waiters missed this server's messages until now: let them re-check.
-                waiters.wake_all();
-                stream
-            }
-        };
-        inbox.run(stream, waiters, unclaimed, stopped).await;
-    });
+    tokio::spawn(inbox.run(subscription, unclaimed, stopped));
 }
 
 #[cfg(feature = "redis")]

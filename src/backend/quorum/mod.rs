@@ -32,7 +32,6 @@ use crate::key::LockKey;
 use crate::waiters::{Departure, LockId, WaitRegistry};
 use crate::watchdog::Chore;
 use acquire::Holds;
-pub(crate) use round::jitter;
 use round::{drift, gather, majority, NodeCall, Verdict};
 
 /// Why fair locks are refused on a quorum manager.

@@ -1,15 +1,19 @@
 //! The inbox: this manager's ONE pub/sub connection. It subscribes once to the manager's own channel;
 //! release scripts publish "lock K is free" (exclusive) or "lock K is granted to owner O with token
-//! T" (fair) there, and the inbox hands each message to the one local waiter it concerns. When the connection drops it reconnects with backoff and wakes every local waiter to
-//! re-check, since messages may have been lost meanwhile.
+//! T" (fair) there, and the inbox hands each message to the one local waiter it concerns.
+//!
+//! The connection speaks RESP3, so messages arrive as pushes that the connection's own reader hands
+//! straight to the wait registry: a hand-off wakes the waiting request from the task that read the
+//! socket, with no channel or task in between. A keepalive PING finds a connection that died
+//! silently. When the connection drops the inbox reconnects with backoff and wakes every local
+//! waiter to re-check, since messages may have been lost meanwhile.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use redis::aio::PubSubStream;
-use redis::{Client, RedisError};
-use tokio::sync::oneshot;
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Client, ProtocolVersion, PushInfo, PushKind, RedisError};
+use tokio::sync::{oneshot, Notify};
 
 use crate::waiters::{LockId, WaitRegistry};
 
@@ -36,30 +40,125 @@ fn parse_grant(msg: &str) -> Option<(&str, &str, u64)> {
 
 const MIN_BACKOFF: Duration = Duration::from_millis(20);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// How often an idle inbox checks that its connection still answers.
+const KEEPALIVE: Duration = Duration::from_secs(5);
+
+type UnclaimedHandler = Box<dyn Fn(Unclaimed) + Send + Sync>;
+
+/// Hands each message to the local waiter it concerns.
+struct Postman {
+    waiters: Arc<WaitRegistry>,
+    /// Set when the inbox starts running; no message can concern this manager before its first
+    /// request, which comes later.
+    unclaimed: OnceLock<UnclaimedHandler>,
+}
+
+impl Postman {
+    fn deliver(&self, text: &str) {
+        let unclaimed = |message| {
+            if let Some(pass_on) = self.unclaimed.get() {
+                pass_on(message);
+            }
+        };
+        if let Some((lock, owner, token)) = parse_grant(text) {
+            if !self.waiters.grant(lock, owner, token) {
+                unclaimed(Unclaimed::Grant {
+                    lock: Arc::from(lock),
+                    owner: owner.to_owned(),
+                    token,
+                });
+            }
+        } else if !self.waiters.wake_one(text) {
+            unclaimed(Unclaimed::Wake(Arc::from(text)));
+        }
+    }
+}
+
+/// One live subscription: the connection, and the signal its reader gives when it drops.
+pub(crate) struct Subscription {
+    conn: MultiplexedConnection,
+    dropped: Arc<Notify>,
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription").finish_non_exhaustive()
+    }
+}
 
 /// The subscription of one manager.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Inbox {
     client: Client,
     channel: String,
     timeout: Duration,
+    postman: Arc<Postman>,
+}
+
+impl std::fmt::Debug for Inbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inbox")
+            .field("channel", &self.channel)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Inbox {
-    pub(crate) fn new(client: Client, channel: String, timeout: Duration) -> Self {
-        Inbox {
+    /// An inbox on `client`'s server for `channel`, delivering to `waiters`.
+    pub(crate) fn new(
+        client: &Client,
+        channel: String,
+        timeout: Duration,
+        waiters: Arc<WaitRegistry>,
+    ) -> Result<Self, RedisError> {
+        // The same server and credentials, spoken in RESP3 so that messages come as pushes.
+        let info = client.get_connection_info().clone();
+        let settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
+        let client = Client::open(info.set_redis_settings(settings))?;
+        Ok(Inbox {
             client,
             channel,
             timeout,
-        }
+            postman: Arc::new(Postman {
+                waiters,
+                unclaimed: OnceLock::new(),
+            }),
+        })
     }
 
     /// Connect and subscribe to this manager's channel.
-    pub(crate) async fn subscribe(&self) -> Result<PubSubStream, RedisError> {
+    pub(crate) async fn subscribe(&self) -> Result<Subscription, RedisError> {
+        let dropped = Arc::new(Notify::new());
+        let postman = self.postman.clone();
+        let signal = dropped.clone();
+        let on_push = move |push: PushInfo| -> Result<(), std::convert::Infallible> {
+            match push.kind {
+                PushKind::Message => {
+                    if let Some(redis::Value::BulkString(payload)) = push.data.get(1) {
+                        if let Ok(text) = std::str::from_utf8(payload) {
+                            postman.deliver(text);
+                        }
+                    }
+                }
+                PushKind::Disconnection => signal.notify_one(),
+                _ => {}
+            }
+            Ok(())
+        };
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout))
+            .set_push_sender(on_push);
         let connect = async {
-            let mut pubsub = self.client.get_async_pubsub().await?;
-            pubsub.subscribe(&self.channel).await?;
-            Ok(pubsub.into_on_message())
+            let mut conn = self
+                .client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await?;
+            conn.subscribe(&self.channel).await?;
+            Ok(Subscription { conn, dropped })
         };
         match tokio::time::timeout(self.timeout, connect).await {
             Ok(result) => result,
@@ -70,60 +169,68 @@ impl Inbox {
         }
     }
 
-    /// Deliver messages until `shutdown` fires (or its sender is dropped). `unclaimed` receives the
-    /// locks whose wake-up no local waiter could take, to be passed on to another manager.
+    /// Keep the subscription alive until `shutdown` fires (or its sender is dropped); messages are
+    /// delivered by the connection's reader meanwhile. Without a subscription yet, subscribe first
+    /// (with backoff). `unclaimed` receives the messages no local waiter could take, to be passed
+    /// on to another manager or waiter.
     pub(crate) async fn run(
         self,
-        mut stream: PubSubStream,
-        waiters: Arc<WaitRegistry>,
-        unclaimed: impl Fn(Unclaimed) + Send,
+        sub: Option<Subscription>,
+        unclaimed: impl Fn(Unclaimed) + Send + Sync + 'static,
         mut shutdown: oneshot::Receiver<()>,
     ) {
+        let _ = self.postman.unclaimed.set(Box::new(unclaimed));
+        let waiters = self.postman.waiters.clone();
+        let mut sub = match sub {
+            Some(sub) => sub,
+            None => {
+                let sub = tokio::select! {
+                    _ = &mut shutdown => return,
+                    s = self.reconnect() => s,
+                };
+                // Waiters missed this server's messages until now: let them re-check.
+                waiters.wake_all();
+                sub
+            }
+        };
         loop {
+            let lost = tokio::select! {
+                _ = &mut shutdown => return,
+                _ = sub.dropped.notified() => true,
+                _ = tokio::time::sleep(KEEPALIVE) => !self.answers(&mut sub).await,
+            };
+            if !lost {
+                continue;
+            }
+            tracing::warn!(channel = %self.channel, "lock inbox disconnected; reconnecting");
+            // Every waiter re-checks now: if Redis is gone they fail fast with an error instead
+            // of sleeping out the holder's lease.
+            waiters.wake_all();
+            drop(sub);
             tokio::select! {
                 _ = &mut shutdown => return,
-                msg = stream.next() => match msg {
-                    Some(msg) => {
-                        let Ok(text) = std::str::from_utf8(msg.get_payload_bytes()) else {
-                            continue;
-                        };
-                        if let Some((lock, owner, token)) = parse_grant(text) {
-                            if !waiters.grant(lock, owner, token) {
-                                unclaimed(Unclaimed::Grant {
-                                    lock: Arc::from(lock),
-                                    owner: owner.to_owned(),
-                                    token,
-                                });
-                            }
-                        } else if !waiters.wake_one(text) {
-                            unclaimed(Unclaimed::Wake(Arc::from(text)));
-                        }
-                    }
-                    None => {
-                        tracing::warn!(channel = %self.channel, "lock inbox disconnected; reconnecting");
-                        // Every waiter re-checks now: if Redis is gone they fail fast with an
-                        // error instead of sleeping out the holder's lease.
-                        waiters.wake_all();
-                        tokio::select! {
-                            _ = &mut shutdown => return,
-                            s = self.reconnect() => stream = s,
-                        }
-                        // Releases published while we were away reached nobody: re-check them all.
-                        waiters.wake_all();
-                    }
-                }
+                s = self.reconnect() => sub = s,
             }
+            // Releases published while we were away reached nobody: re-check them all.
+            waiters.wake_all();
         }
     }
 
-    async fn reconnect(&self) -> PubSubStream {
+    /// Whether the connection answers a PING within the command timeout.
+    async fn answers(&self, sub: &mut Subscription) -> bool {
+        let cmd = redis::cmd("PING");
+        let ping = cmd.query_async::<redis::Value>(&mut sub.conn);
+        matches!(tokio::time::timeout(self.timeout, ping).await, Ok(Ok(_)))
+    }
+
+    async fn reconnect(&self) -> Subscription {
         let mut backoff = MIN_BACKOFF;
         loop {
             tokio::time::sleep(jitter(backoff)).await;
             match self.subscribe().await {
-                Ok(stream) => {
+                Ok(sub) => {
                     tracing::info!(channel = %self.channel, "lock inbox reconnected");
-                    return stream;
+                    return sub;
                 }
                 Err(err) => {
                     tracing::warn!(channel = %self.channel, error = %err, "lock inbox reconnect failed");

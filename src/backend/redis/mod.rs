@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use redis::{FromRedisValue, ScriptInvocation};
 
-pub(crate) use inbox::{Inbox, Unclaimed};
+pub(crate) use inbox::{Inbox, Subscription, Unclaimed};
 pub(crate) use keys::KeySpace;
 pub(crate) use keys::{fence as fence_key, waiters as waiters_key};
 pub use pool::RedisPool;
