@@ -3,7 +3,8 @@
 -- still fail on the other masters, and its undo must not wake this manager for a lock that stays
 -- held elsewhere (that would turn every failed attempt into a retry loop). The quorum backend
 -- wakes its own next waiter itself when it releases a lock it really held.
--- KEYS: lock hash (owner -> count, '#t' -> token), waiting managers (zset), fencing counter
+-- KEYS: lock hash (owner -> count, '#t' -> token, '#w' -> a manager may wait), waiting managers
+--       (zset), fencing counter
 -- ARGV: owner, lease ms, manager id, will wait ('1'/'0'), other local waiters remain ('1'/'0')
 -- Returns {1, token, 0} when acquired, {1, token, 1} when re-entered (the owner held it here
 -- already: token is that hold's), {0, pttl, 0} when busy.
@@ -11,13 +12,14 @@ local lock, waiters, fence = KEYS[1], KEYS[2], KEYS[3]
 local owner, lease, manager = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local will_wait, others = ARGV[4] == '1', ARGV[5] == '1'
 
-local holds, token = lock_state(lock, owner)
+local state = redis.call('HMGET', lock, owner, '#t', '#w')
+local holds, token, marked = state[1], state[2], state[3]
 if holds then
   return {1, reenter(lock, owner, lease, token), 1}
 end
 
 if not token then
-  token = take(lock, fence, owner, lease, now_us())
+  token = take(lock, owner, lease, next_clocked_token(fence, now_us()))
   if will_wait and not others then
     redis.call('ZREM', waiters, manager)
   end
@@ -28,5 +30,9 @@ local ttl = redis.call('PTTL', lock)
 if will_wait then
   redis.call('ZADD', waiters, 'NX', now_us(), manager)
   redis.call('PEXPIRE', waiters, math.max(ttl, 0) + lease + 10000)
+  -- an undo (the single-server release) tells waiting managers only of a marked lock
+  if not marked then
+    redis.call('HSET', lock, '#w', 1)
+  end
 end
 return {0, ttl, 0}

@@ -5,7 +5,12 @@
 if ARGV[2] == '1' then
   redis.call('ZREM', KEYS[2], ARGV[1])
 end
-if ARGV[3] == '1' and redis.call('EXISTS', KEYS[1]) == 0 then
-  notify_next(KEYS[2], ARGV[4], KEYS[1])
+if ARGV[3] == '1' then
+  if redis.call('EXISTS', KEYS[1]) == 0 then
+    notify_next(KEYS[2], ARGV[4], KEYS[1])
+  else
+    -- taken meanwhile by someone never told of the waiters: its release must tell them
+    redis.call('HSET', KEYS[1], '#w', 1)
+  end
 end
 return 0

@@ -1,5 +1,6 @@
 -- Take an exclusive reentrant lock, or record that this manager waits for it.
--- KEYS: lock hash (owner -> count, '#t' -> token), waiting managers (zset), fencing counter
+-- KEYS: lock hash (owner -> count, '#t' -> token, '#w' -> a manager may wait), waiting managers
+--       (zset), fencing counter
 -- ARGV: owner, lease ms, manager id, will wait ('1'/'0'), other local waiters remain ('1'/'0'),
 --       retry ('1': an earlier attempt of this request found the lock busy and recorded this
 --       manager as waiting)
@@ -8,19 +9,22 @@ local lock, waiters, fence = KEYS[1], KEYS[2], KEYS[3]
 local owner, lease, manager = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local will_wait, others, retry = ARGV[4] == '1', ARGV[5] == '1', ARGV[6] == '1'
 
-local holds, token = lock_state(lock, owner)
+local state = redis.call('HMGET', lock, owner, '#t', '#w')
+local holds, token, marked = state[1], state[2], state[3]
 if holds then
   return {1, reenter(lock, owner, lease, token)}
 end
 
 if not token then
-  local now = now_us()
-  token = take(lock, fence, owner, lease, now)
+  token = take(lock, owner, lease, next_token(fence))
   if will_wait and others then
     -- our release must reach the requests of this process that still wait
-    redis.call('ZADD', waiters, 'NX', now, manager)
+    redis.call('ZADD', waiters, 'NX', now_us(), manager)
+    redis.call('HSET', lock, '#w', 1)
   elseif will_wait and retry then
+    -- we were told the lock is free; other managers may still be waiting behind us
     redis.call('ZREM', waiters, manager)
+    redis.call('HSET', lock, '#w', 1)
   end
   return {1, token}
 end
@@ -29,5 +33,8 @@ local ttl = redis.call('PTTL', lock)
 if will_wait then
   redis.call('ZADD', waiters, 'NX', now_us(), manager)
   redis.call('PEXPIRE', waiters, math.max(ttl, 0) + lease + 10000)
+  if not marked then
+    redis.call('HSET', lock, '#w', 1)
+  end
 end
 return {0, ttl}

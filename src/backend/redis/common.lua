@@ -11,11 +11,24 @@ local function int(n)
   return string.format('%.0f', n)
 end
 
--- The next fencing token of a lock: one above the last one issued, and never below the server clock
--- in microseconds. The counter may therefore expire while the lock idles: the clock alone has moved
--- past every token issued before. One call in the usual case: SET ... GET stores the clock and
--- returns the last token; only when that was not below the clock is the counter set again.
-local function next_token(fence, now)
+-- The next fencing token of a lock on a single server, in one INCR: the counter starts at the server
+-- clock in microseconds when it is created and lives 60 s from then. A lock issues far fewer than
+-- one token per microsecond, so the counter never passes the clock, and each new counter starts
+-- above every token of the ones before it.
+local function next_token(fence)
+  local token = redis.call('INCR', fence)
+  if token == 1 then
+    token = now_us()
+    redis.call('SET', fence, int(token), 'PX', 60000)
+  end
+  return token
+end
+
+-- The next fencing token of a lock on one master of a quorum: one above the last one issued, and
+-- never below that master's clock in microseconds, so that tokens of different masters compare as
+-- their clocks do. One call in the usual case: SET ... GET stores the clock and returns the last
+-- token; only when that was not below the clock is the counter set again.
+local function next_clocked_token(fence, now)
   local last = tonumber(redis.call('SET', fence, int(now), 'PX', 60000, 'GET') or '0')
   if last < now then
     return now
@@ -24,9 +37,8 @@ local function next_token(fence, now)
   return last + 1
 end
 
--- Make `owner` the holder of the free `lock` for `lease` ms under a new fencing token.
-local function take(lock, fence, owner, lease, now)
-  local token = next_token(fence, now)
+-- Make `owner` the holder of the free `lock` for `lease` ms under fencing token `token`.
+local function take(lock, owner, lease, token)
   redis.call('HSET', lock, owner, 1, '#t', int(token))
   redis.call('PEXPIRE', lock, lease)
   return token
@@ -101,7 +113,7 @@ local function grant_next(lock, q, qt, fence, prefix, claim_ms, now)
       return false
     end
     redis.call('ZREM', qt, head)
-    local token = take(lock, fence, head, claim_ms, now)
+    local token = take(lock, head, claim_ms, next_token(fence))
     local manager = string.match(head, '^[^:]+')
     local grant = 'g|' .. lock .. '|' .. head .. '|' .. int(token)
     if redis.call('PUBLISH', prefix .. manager, grant) > 0 then

@@ -27,7 +27,7 @@ if not token then
   if not granted then
     redis.call('ZREM', q, owner)
     redis.call('ZREM', qt, owner)
-    return {1, take(lock, fence, owner, lease, now)}
+    return {1, take(lock, owner, lease, next_token(fence))}
   end
   if redis.call('HEXISTS', lock, owner) == 1 then
     -- the waiters ahead of us were dead: the grant came to us

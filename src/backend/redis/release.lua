@@ -1,11 +1,19 @@
--- Release one hold of an exclusive lock; when the last hold goes, tell one waiting manager.
+-- Release one hold of an exclusive lock; when the last hold goes, tell one waiting manager. Only a
+-- lock marked '#w' (a manager may wait for it) looks at the waiting managers.
 -- KEYS: lock hash, waiting managers
 -- ARGV: owner, inbox channel prefix
 -- Returns -1 when the owner did not hold the lock, else the holds left (0: freed).
-local lock, waiters = KEYS[1], KEYS[2]
-local left = drop_hold(lock, ARGV[1])
-if left ~= 0 then
-  return left
+local lock, waiters, owner = KEYS[1], KEYS[2], ARGV[1]
+local state = redis.call('HMGET', lock, owner, '#w')
+local holds = tonumber(state[1])
+if not holds then
+  return -1
 end
-notify_next(waiters, ARGV[2], lock)
+if holds > 1 then
+  return redis.call('HINCRBY', lock, owner, -1)
+end
+redis.call('DEL', lock)
+if state[2] then
+  notify_next(waiters, ARGV[2], lock)
+end
 return 0
