@@ -6,16 +6,21 @@
 //! ```
 //!
 //! Prints medians and p99 of: PING round trip, uncontended acquire+release, exclusive and fair
-//! hand-off (holder calls release -> another manager's waiting acquire returns), and the Redis
-//! commands one uncontended acquire+release costs. A hand-off starts after the waiter has idled
-//! for a few milliseconds, so a PING after the same idle is measured beside it: on a virtual machine
-//! waking an idle CPU costs more than a round trip.
+//! hand-off (holder calls release -> another waiting request's acquire returns), and the Redis
+//! commands one uncontended acquire+release costs. Hand-offs are measured two ways:
+//!
+//! - **under load**: 8 requests of two managers queue for one lock, and each releases as soon as it
+//!   acquires, so every release finds waiters queued and the machine busy;
+//! - **after idle**: a single waiter has idled for a few milliseconds before the release, so a PING
+//!   after the same idle is measured beside it: on a virtual machine waking an idle CPU costs more
+//!   than a round trip, and a Lua script run on cold caches costs several.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use support::stats::{median, p99, ratio};
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tower_lock::{LockManager, LockOptions};
@@ -66,6 +71,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
+    let hot = loaded_handoffs(&m, &other, LockOptions::exclusive()).await;
+    let fair_hot = loaded_handoffs(&m, &other, LockOptions::fair()).await;
     let (handoff, idle_ping) = handoffs(&m, &other, &conn, LockOptions::exclusive()).await;
     let (fair_handoff, fair_idle_ping) = handoffs(&m, &other, &conn, LockOptions::fair()).await;
 
@@ -78,10 +85,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (name, s) in [
         ("PING round trip (hot loop) = RTT", &ping),
         ("uncontended acquire+release", &uncontended),
+        ("exclusive hand-off under load", &hot),
+        ("fair hand-off under load", &fair_hot),
         ("PING after 2 ms idle", &idle_ping),
-        ("exclusive hand-off (release -> acquire)", &handoff),
+        ("exclusive hand-off after 2 ms idle", &handoff),
         ("PING after 2 ms idle (fair run)", &fair_idle_ping),
-        ("fair hand-off (release -> acquire)", &fair_handoff),
+        ("fair hand-off after 2 ms idle", &fair_handoff),
     ] {
         println!(
             "{name:<44} {:>9.1?} {:>9.1?} {:>7.2} {:>8.2}",
@@ -92,7 +101,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!(
-        "hand-off / PING after the same idle: exclusive {:.2}, fair {:.2}",
+        "hand-off after idle / PING after the same idle: exclusive {:.2}, fair {:.2}",
         ratio(median(&handoff), median(&idle_ping)),
         ratio(median(&fair_handoff), median(&fair_idle_ping))
     );
@@ -112,6 +121,45 @@ async fn ping_once(conn: &redis::aio::MultiplexedConnection) {
         .query_async(&mut conn)
         .await
         .expect("PING");
+}
+
+/// 8 requests, half of each manager, queue for one lock and release as soon as they acquire; each
+/// sample runs from one holder calling release to ANOTHER request's acquire returning (an exclusive
+/// holder may win its own lock back at once: that is no hand-off and is not counted).
+async fn loaded_handoffs(a: &LockManager, b: &LockManager, opts: LockOptions) -> Vec<Duration> {
+    const TASKS: usize = 8;
+    let last_release: Arc<Mutex<Option<(usize, Instant)>>> = Arc::default();
+    let samples: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    let mut tasks = Vec::new();
+    for t in 0..TASKS {
+        let m = if t % 2 == 0 { a.clone() } else { b.clone() };
+        let (last_release, samples) = (last_release.clone(), samples.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let g = m.acquire("bench:loaded", &opts).await.expect("acquire");
+                let acquired = Instant::now();
+                let previous = last_release.lock().unwrap().take();
+                let done = {
+                    let mut samples = samples.lock().unwrap();
+                    if let Some((_, released)) = previous.filter(|(holder, _)| *holder != t) {
+                        samples.push(acquired.duration_since(released));
+                    }
+                    samples.len() >= SAMPLES
+                };
+                if done {
+                    g.release().await.expect("release");
+                    return;
+                }
+                *last_release.lock().unwrap() = Some((t, Instant::now()));
+                g.release().await.expect("release");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("hand-off task");
+    }
+    let samples = samples.lock().unwrap().clone();
+    samples
 }
 
 /// A waiter in `b` is queued behind a holder in `a`; after 2 ms idle, time a PING, idle 2 ms again,
