@@ -71,6 +71,24 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
+    // Acquire, then drop the guard: the release goes out in the background, as it does when a
+    // guard goes out of scope or a LockLayer's response is sent. Each sample starts once the last
+    // background release has landed, so it does not overlap the next PING.
+    let mut dropped = Vec::with_capacity(SAMPLES);
+    let mut dropped_ping = Vec::with_capacity(SAMPLES);
+    for _ in 0..SAMPLES {
+        while lock_exists(&conn, "{tower-lock:bench:dropped}").await? {
+            tokio::task::yield_now().await;
+        }
+        dropped_ping.push(time(ping_once(&conn)).await);
+        dropped.push(
+            time(async {
+                drop(m.acquire("bench:dropped", &opts).await.expect("acquire"));
+            })
+            .await,
+        );
+    }
+
     let hot = loaded_handoffs(&m, &other, LockOptions::exclusive()).await;
     let fair_hot = loaded_handoffs(&m, &other, LockOptions::fair()).await;
     let (handoff, idle_ping) = handoffs(&m, &other, &conn, LockOptions::exclusive()).await;
@@ -79,12 +97,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rtt = median(&ping);
     println!("tower-lock latency, Redis at {url}, {SAMPLES} samples, {HANDOFFS} hand-offs");
     println!(
-        "{:<44} {:>9} {:>9} {:>7} {:>8}",
+        "{:<48} {:>9} {:>9} {:>7} {:>8}",
         "", "median", "p99", "xRTT", "p99xRTT"
     );
     for (name, s) in [
         ("PING round trip (hot loop) = RTT", &ping),
         ("uncontended acquire+release", &uncontended),
+        ("PING (acquire+drop run)", &dropped_ping),
+        ("uncontended acquire+drop (background release)", &dropped),
         ("exclusive hand-off under load", &hot),
         ("fair hand-off under load", &fair_hot),
         ("PING after 2 ms idle", &idle_ping),
@@ -93,7 +113,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("fair hand-off after 2 ms idle", &fair_handoff),
     ] {
         println!(
-            "{name:<44} {:>9.1?} {:>9.1?} {:>7.2} {:>8.2}",
+            "{name:<48} {:>9.1?} {:>9.1?} {:>7.2} {:>8.2}",
             median(s),
             p99(s),
             ratio(median(s), rtt),
@@ -194,6 +214,14 @@ async fn handoffs(
         handoff.push(acquired.duration_since(released));
     }
     (handoff, idle_ping)
+}
+
+async fn lock_exists(
+    conn: &redis::aio::MultiplexedConnection,
+    key: &str,
+) -> redis::RedisResult<bool> {
+    let mut conn = conn.clone();
+    redis::cmd("EXISTS").arg(key).query_async(&mut conn).await
 }
 
 /// Script calls (EVALSHA + EVAL) the server has run so far.
