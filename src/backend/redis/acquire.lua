@@ -16,15 +16,14 @@ if holds then
 end
 
 if not token then
-  token = take(lock, owner, lease, next_token(fence))
+  -- Our release must reach the requests of this process that still wait; and when we were told the
+  -- lock is free, other managers may still be waiting behind us.
+  local waited = will_wait and (others or retry)
+  token = take(lock, owner, lease, next_token(fence), waited)
   if will_wait and others then
-    -- our release must reach the requests of this process that still wait
     redis.call('ZADD', waiters, 'NX', now_us(), manager)
-    redis.call('HSET', lock, '#w', 1)
   elseif will_wait and retry then
-    -- we were told the lock is free; other managers may still be waiting behind us
     redis.call('ZREM', waiters, manager)
-    redis.call('HSET', lock, '#w', 1)
   end
   return {1, token}
 end

@@ -37,9 +37,14 @@ local function next_clocked_token(fence, now)
   return last + 1
 end
 
--- Make `owner` the holder of the free `lock` for `lease` ms under fencing token `token`.
-local function take(lock, owner, lease, token)
-  redis.call('HSET', lock, owner, 1, '#t', int(token))
+-- Make `owner` the holder of the free `lock` for `lease` ms under fencing token `token`; `waited`
+-- marks the lock as one that managers may be waiting for ('#w', exclusive mode).
+local function take(lock, owner, lease, token, waited)
+  if waited then
+    redis.call('HSET', lock, owner, 1, '#t', int(token), '#w', 1)
+  else
+    redis.call('HSET', lock, owner, 1, '#t', int(token))
+  end
   redis.call('PEXPIRE', lock, lease)
   return token
 end
