@@ -211,8 +211,7 @@ impl LockManagerBuilder {
             keys.inbox(&id),
             self.command_timeout,
             waiters.clone(),
-        )
-        .map_err(|err| LockError::Config(format!("invalid Redis URL: {err}")))?;
+        )?;
         let subscription = inbox
             .subscribe()
             .await
@@ -285,9 +284,8 @@ impl LockManagerBuilder {
                 keys.inbox(&id),
                 self.command_timeout,
                 waiters.clone(),
-            )
-            .map_err(|err| LockError::Config(format!("invalid Redis URL {url}: {err}")))?;
-            inboxes.push(inbox);
+            );
+            inboxes.push(inbox?);
         }
         let streams = futures_util::future::join_all(inboxes.iter().map(Inbox::subscribe)).await;
         let up = streams.iter().filter(|s| s.is_ok()).count();

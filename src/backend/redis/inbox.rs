@@ -15,6 +15,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, ProtocolVersion, PushInfo, PushKind, RedisError};
 use tokio::sync::{oneshot, Notify};
 
+use crate::error::LockError;
 use crate::waiters::{LockId, WaitRegistry};
 
 /// A message no local waiter could take: the backend must pass it on.
@@ -110,14 +111,16 @@ impl Inbox {
         channel: String,
         timeout: Duration,
         waiters: Arc<WaitRegistry>,
-    ) -> Result<Self, RedisError> {
+    ) -> Result<Self, LockError> {
         // The same server and credentials, spoken in RESP3 so that messages come as pushes.
         let info = client.get_connection_info().clone();
         let settings = info
             .redis_settings()
             .clone()
             .set_protocol(ProtocolVersion::RESP3);
-        let client = Client::open(info.set_redis_settings(settings))?;
+        let client = Client::open(info.set_redis_settings(settings)).map_err(|err| {
+            LockError::Config(format!("invalid Redis connection settings: {err}"))
+        })?;
         Ok(Inbox {
             client,
             channel,
