@@ -95,35 +95,36 @@ local function drop_hold(lock, owner)
   return redis.call('HINCRBY', lock, owner, -1)
 end
 
--- Fair locks. The queue `q` is a zset of waiter (owner id) -> arrival time in microseconds; `qt` is
--- a zset of waiter -> eviction deadline in milliseconds, pushed back by the waiter's heartbeats.
-
--- Drop waiters whose heartbeat deadline passed (their process died), a bounded number per call.
-local function evict_dead(q, qt, now_ms)
-  local dead = redis.call('ZRANGEBYSCORE', qt, '-inf', now_ms, 'LIMIT', 0, 100)
-  for _, waiter in ipairs(dead) do
-    redis.call('ZREM', q, waiter)
-    redis.call('ZREM', qt, waiter)
-  end
+-- Fair locks. The queue `q` is a zset of waiter (owner id) -> arrival time in microseconds. A queued
+-- waiter is alive while its heartbeat key `<lock>:hb:<waiter>` exists: its manager's heartbeats
+-- push the key's expiry back, and the key of a waiter whose process died runs out on Redis's clock.
+local function heartbeat_key(lock, waiter)
+  return lock .. ':hb:' .. waiter
 end
 
+-- At most this many dead waiters are skipped by one grant; live waiters behind more re-check on
+-- their next heartbeat, which finds the lock free.
+local MAX_SKIPPED = 100
+
 -- Make the longest-waiting live waiter the owner of the free lock `lock`, with a short claim lease
--- that its manager extends, and tell its manager. A waiter whose manager no longer listens is
--- skipped. Returns true when the lock was granted.
-local function grant_next(lock, q, qt, fence, prefix, claim_ms, now)
-  evict_dead(q, qt, math.floor(now / 1000))
-  while true do
+-- that its manager extends, and tell its manager. A waiter whose heartbeat ran out, or whose
+-- manager no longer listens, is dropped. Returns true when the lock was granted.
+local function grant_next(lock, q, fence, prefix, claim_ms)
+  for _ = 0, MAX_SKIPPED do
     local head = redis.call('ZPOPMIN', q)[1]
     if not head then
       return false
     end
-    redis.call('ZREM', qt, head)
-    local token = take(lock, head, claim_ms, next_token(fence))
-    local manager = string.match(head, '^[^:]+')
-    local grant = 'g|' .. lock .. '|' .. head .. '|' .. int(token)
-    if redis.call('PUBLISH', prefix .. manager, grant) > 0 then
-      return true
+    -- deleting the heartbeat key tells whether the waiter was alive, and clears it
+    if redis.call('DEL', heartbeat_key(lock, head)) == 1 then
+      local token = take(lock, head, claim_ms, next_token(fence))
+      local manager = string.match(head, '^[^:]+')
+      local grant = 'g|' .. lock .. '|' .. head .. '|' .. int(token)
+      if redis.call('PUBLISH', prefix .. manager, grant) > 0 then
+        return true
+      end
+      redis.call('DEL', lock)
     end
-    redis.call('DEL', lock)
   end
+  return false
 end

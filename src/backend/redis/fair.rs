@@ -14,7 +14,7 @@ impl RedisBackend {
         let mut call = scripts::FAIR_ACQUIRE.prepare_invoke();
         call.key(&**req.id)
             .key(keys::queue(req.id))
-            .key(keys::queue_deadlines(req.id))
+            .key(keys::heartbeat(req.id, req.owner))
             .key(keys::fence(req.id))
             .arg(req.owner)
             .arg(millis(req.lease))
@@ -34,7 +34,6 @@ impl RedisBackend {
         let mut call = scripts::FAIR_RELEASE.prepare_invoke();
         call.key(&**id)
             .key(keys::queue(id))
-            .key(keys::queue_deadlines(id))
             .key(keys::fence(id))
             .arg(owner)
             .arg(&self.inbox_prefix)
@@ -52,7 +51,7 @@ impl RedisBackend {
         let mut call = scripts::FAIR_ABANDON.prepare_invoke();
         call.key(&**id)
             .key(keys::queue(id))
-            .key(keys::queue_deadlines(id))
+            .key(keys::heartbeat(id, owner))
             .key(keys::fence(id))
             .arg(owner)
             .arg(flag(grant.is_some()))
@@ -68,7 +67,7 @@ impl RedisBackend {
         for waiter in batch {
             call.key(&*waiter.id)
                 .key(keys::queue(&waiter.id))
-                .key(keys::queue_deadlines(&waiter.id))
+                .key(keys::heartbeat(&waiter.id, &waiter.owner))
                 .arg(&*waiter.owner);
         }
         let hint = batch.first().map_or(0, |w| slot_hint(&w.id));

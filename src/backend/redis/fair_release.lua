@@ -1,11 +1,11 @@
 -- Release one hold of a fair lock; when the last hold goes, grant it to the next waiter.
--- KEYS: lock hash, queue, queue deadlines, fencing counter
+-- KEYS: lock hash, queue, fencing counter
 -- ARGV: owner, inbox channel prefix, claim lease ms
 -- Returns -1 when the owner did not hold the lock, else the holds left (0: released).
-local lock, q, qt, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local lock, q, fence = KEYS[1], KEYS[2], KEYS[3]
 local left = drop_hold(lock, ARGV[1])
 if left ~= 0 then
   return left
 end
-grant_next(lock, q, qt, fence, ARGV[2], tonumber(ARGV[3]), now_us())
+grant_next(lock, q, fence, ARGV[2], tonumber(ARGV[3]))
 return 0

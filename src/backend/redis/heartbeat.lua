@@ -1,14 +1,14 @@
 -- Push back the eviction deadline of many queued fair waiters (the watchdog's batch).
--- KEYS: per waiter, its lock hash, queue and queue deadlines
+-- KEYS: per waiter, its lock hash, queue and heartbeat key
 -- ARGV: eviction ms, then one owner per waiter
--- Returns per waiter: 0 no longer queued (granted, or evicted as dead), 1 queued behind a holder,
+-- Returns per waiter: 0 no longer queued (granted, or dropped as dead), 1 queued behind a holder,
 -- 2 queued while the lock is free (a grant expired unused): the waiter should retry now.
-local deadline = math.floor(now_us() / 1000) + tonumber(ARGV[1])
+local eviction = ARGV[1]
 local states = {}
 for i = 1, #KEYS / 3 do
-  local lock, q, qt, owner = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i], ARGV[i + 1]
+  local lock, q, heartbeat, owner = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i], ARGV[i + 1]
   if redis.call('ZSCORE', q, owner) then
-    redis.call('ZADD', qt, 'XX', deadline, owner)
+    redis.call('SET', heartbeat, 1, 'PX', eviction)
     if redis.call('EXISTS', lock) == 0 then
       states[i] = 2
     else

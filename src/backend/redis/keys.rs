@@ -70,9 +70,10 @@ pub(crate) fn queue(lock: &str) -> String {
     format!("{lock}:q")
 }
 
-/// A fair lock's queue deadlines: waiter -> eviction time.
-pub(crate) fn queue_deadlines(lock: &str) -> String {
-    format!("{lock}:qt")
+/// A queued fair waiter's heartbeat key: it lives while the waiter's manager heartbeats it (the Lua
+/// scripts build the same name in `heartbeat_key`).
+pub(crate) fn heartbeat(lock: &str, waiter: &str) -> String {
+    format!("{lock}:hb:{waiter}")
 }
 
 /// The lock's fencing counter.
