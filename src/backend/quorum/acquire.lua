@@ -28,11 +28,11 @@ end
 
 local ttl = redis.call('PTTL', lock)
 if will_wait then
-  redis.call('ZADD', waiters, 'NX', now_us(), manager)
-  redis.call('PEXPIRE', waiters, math.max(ttl, 0) + lease + 10000)
+  redis.call('ZADD', waiters, 'NX', int(now_us()), manager)
+  redis.call('PEXPIRE', waiters, int(math.max(ttl, 0) + lease + 10000))
   -- an undo (the single-server release) tells waiting managers only of a marked lock
   if not marked then
-    redis.call('HSET', lock, '#w', 1)
+    redis.call('HSET', lock, '#w', '1')
   end
 end
 return {0, ttl, 0}

@@ -10,7 +10,7 @@ if ARGV[3] == '1' then
     notify_next(KEYS[2], ARGV[4], KEYS[1])
   else
     -- taken meanwhile by someone never told of the waiters: its release must tell them
-    redis.call('HSET', KEYS[1], '#w', 1)
+    redis.call('HSET', KEYS[1], '#w', '1')
   end
 end
 return 0

@@ -21,7 +21,7 @@ if not token then
   local waited = will_wait and (others or retry)
   token = take(lock, owner, lease, next_token(fence), waited)
   if will_wait and others then
-    redis.call('ZADD', waiters, 'NX', now_us(), manager)
+    redis.call('ZADD', waiters, 'NX', int(now_us()), manager)
   elseif will_wait and retry then
     redis.call('ZREM', waiters, manager)
   end
@@ -30,10 +30,10 @@ end
 
 local ttl = redis.call('PTTL', lock)
 if will_wait then
-  redis.call('ZADD', waiters, 'NX', now_us(), manager)
-  redis.call('PEXPIRE', waiters, math.max(ttl, 0) + lease + 10000)
+  redis.call('ZADD', waiters, 'NX', int(now_us()), manager)
+  redis.call('PEXPIRE', waiters, int(math.max(ttl, 0) + lease + 10000))
   if not marked then
-    redis.call('HSET', lock, '#w', 1)
+    redis.call('HSET', lock, '#w', '1')
   end
 end
 return {0, ttl}

@@ -6,9 +6,10 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- A whole number as a decimal string (Lua would print large numbers in exponent form).
+-- A whole number as a decimal string: redis.call would format a Lua number as a double (slow, and
+-- Lua itself prints large numbers in exponent form). '%d' formats it as a 64-bit integer.
 local function int(n)
-  return string.format('%.0f', n)
+  return string.format('%d', n)
 end
 
 -- The next fencing token of a lock on a single server, in one INCR: the counter starts at the server
@@ -19,7 +20,7 @@ local function next_token(fence)
   local token = redis.call('INCR', fence)
   if token == 1 then
     token = now_us()
-    redis.call('SET', fence, int(token), 'PX', 60000)
+    redis.call('SET', fence, int(token), 'PX', '60000')
   end
   return token
 end
@@ -29,11 +30,11 @@ end
 -- their clocks do. One call in the usual case: SET ... GET stores the clock and returns the last
 -- token; only when that was not below the clock is the counter set again.
 local function next_clocked_token(fence, now)
-  local last = tonumber(redis.call('SET', fence, int(now), 'PX', 60000, 'GET') or '0')
+  local last = tonumber(redis.call('SET', fence, int(now), 'PX', '60000', 'GET') or '0')
   if last < now then
     return now
   end
-  redis.call('SET', fence, int(last + 1), 'PX', 60000)
+  redis.call('SET', fence, int(last + 1), 'PX', '60000')
   return last + 1
 end
 
@@ -41,20 +42,20 @@ end
 -- marks the lock as one that managers may be waiting for ('#w', exclusive mode).
 local function take(lock, owner, lease, token, waited)
   if waited then
-    redis.call('HSET', lock, owner, 1, '#t', int(token), '#w', 1)
+    redis.call('HSET', lock, owner, '1', '#t', int(token), '#w', '1')
   else
-    redis.call('HSET', lock, owner, 1, '#t', int(token))
+    redis.call('HSET', lock, owner, '1', '#t', int(token))
   end
-  redis.call('PEXPIRE', lock, lease)
+  redis.call('PEXPIRE', lock, int(lease))
   return token
 end
 
 -- One more hold of `owner` on the lock it holds under `token`; the lease never shrinks. Returns the
 -- token.
 local function reenter(lock, owner, lease, token)
-  redis.call('HINCRBY', lock, owner, 1)
+  redis.call('HINCRBY', lock, owner, '1')
   if redis.call('PTTL', lock) < lease then
-    redis.call('PEXPIRE', lock, lease)
+    redis.call('PEXPIRE', lock, int(lease))
   end
   return tonumber(token)
 end
@@ -92,7 +93,7 @@ local function drop_hold(lock, owner)
     redis.call('DEL', lock)
     return 0
   end
-  return redis.call('HINCRBY', lock, owner, -1)
+  return redis.call('HINCRBY', lock, owner, '-1')
 end
 
 -- Fair locks. The queue `q` is a zset of waiter (owner id) -> arrival time in microseconds. A queued

@@ -12,14 +12,14 @@ local holds, token = lock_state(lock, owner)
 if holds then
   if queued then
     -- a grant whose message we did not receive: it is ours, not a re-entry
-    redis.call('PEXPIRE', lock, lease)
+    redis.call('PEXPIRE', lock, int(lease))
     return {1, tonumber(token)}
   end
   return {1, reenter(lock, owner, lease, token)}
 end
 
 if not token then
-  local head = redis.call('ZRANGE', q, 0, 0)[1]
+  local head = redis.call('ZRANGE', q, '0', '0')[1]
   local ours = not head or head == owner
   if not ours then
     -- free, but others queued first (the holder died, or a grant went astray): the head gets it
@@ -27,12 +27,12 @@ if not token then
       holds, token = lock_state(lock, owner)
       if holds then
         -- the waiters ahead of us were dead: the grant came to us
-        redis.call('PEXPIRE', lock, lease)
+        redis.call('PEXPIRE', lock, int(lease))
         return {1, tonumber(token)}
       end
     else
       -- every waiter skipped was dead; live ones may remain ahead of us
-      head = redis.call('ZRANGE', q, 0, 0)[1]
+      head = redis.call('ZRANGE', q, '0', '0')[1]
       ours = not head or head == owner
     end
   end
@@ -44,8 +44,8 @@ if not token then
 end
 
 if will_wait then
-  redis.call('ZADD', q, 'NX', now_us(), owner)
-  redis.call('SET', heartbeat, 1, 'PX', eviction)
+  redis.call('ZADD', q, 'NX', int(now_us()), owner)
+  redis.call('SET', heartbeat, '1', 'PX', int(eviction))
 end
 local ttl = redis.call('PTTL', lock)
 if ttl < 0 then

@@ -8,7 +8,7 @@ local states = {}
 for i = 1, #KEYS / 3 do
   local lock, q, heartbeat, owner = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i], ARGV[i + 1]
   if redis.call('ZSCORE', q, owner) then
-    redis.call('SET', heartbeat, 1, 'PX', eviction)
+    redis.call('SET', heartbeat, '1', 'PX', eviction)
     if redis.call('EXISTS', lock) == 0 then
       states[i] = 2
     else

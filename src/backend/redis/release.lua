@@ -10,7 +10,7 @@ if not holds then
   return -1
 end
 if holds > 1 then
-  return redis.call('HINCRBY', lock, owner, -1)
+  return redis.call('HINCRBY', lock, owner, '-1')
 end
 redis.call('DEL', lock)
 if state[2] then
