@@ -40,18 +40,16 @@ pub(crate) const FAIR_REFUSED: &str =
 
 /// Take a lock on one master (a win never records the manager as waiting).
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("../redis/common.lua"),
-        include_str!("acquire.lua")
-    ))
+    Script::new(&crate::backend::redis::assemble_script(include_str!(
+        "acquire.lua"
+    )))
 });
 
 /// Release one hold on one master; tell one other waiting manager when it frees.
 static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("../redis/common.lua"),
-        include_str!("release.lua")
-    ))
+    Script::new(&crate::backend::redis::assemble_script(include_str!(
+        "release.lua"
+    )))
 });
 
 /// Bound one master's call by the node timeout, connection checkout included (a dead master's

@@ -1,4 +1,5 @@
--- Helpers prepended to every tower-lock script.
+-- Helpers of the tower-lock scripts, one definition per paragraph: each script is assembled from
+-- its body and the helpers it uses (scripts.rs). A helper uses only helpers defined above it.
 
 -- Redis server time in microseconds: the only clock the scripts trust.
 local function now_us()

@@ -17,6 +17,7 @@ pub(crate) use keys::KeySpace;
 pub(crate) use keys::{fence as fence_key, waiters as waiters_key};
 pub use pool::RedisPool;
 pub(crate) use pool::{CommandPool, Connector};
+pub(crate) use scripts::assemble as assemble_script;
 
 use super::{AcquireRequest, Attempt, HeldLock, Released};
 use crate::error::BoxError;

@@ -54,7 +54,7 @@ impl bb8::ManageConnection for Connector {
         // restart empties the script cache), and NOSCRIPT would cost each script's first call two
         // more round trips.
         let mut load = redis::pipe();
-        for source in super::scripts::ALL {
+        for source in super::scripts::ALL.iter() {
             load.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
         }
         load.query_async::<()>(&mut conn).await?;

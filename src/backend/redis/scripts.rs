@@ -1,51 +1,176 @@
 //! The Lua scripts. Each state change is one script call: EVALSHA, reloaded on NOSCRIPT by
-//! `redis::Script`. Every script starts with the helpers of `common.lua`. The pool loads them all
-//! when it opens a connection, so that no hand-off or heartbeat pays a NOSCRIPT round trip.
+//! `redis::Script`. Each script is its body after the helpers of `common.lua` it uses: Redis runs a
+//! script's top level on every call, re-creating each helper defined there, so a script carries
+//! only the helpers it needs. The pool loads them all when it opens a connection, so that no
+//! hand-off or heartbeat pays a NOSCRIPT round trip.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-macro_rules! source {
-    ($file:literal) => {
-        concat!(include_str!("common.lua"), include_str!($file))
-    };
+/// The helpers, one definition (with its comments) per paragraph.
+const HELPERS: &str = include_str!("common.lua");
+
+const ACQUIRE_BODY: &str = include_str!("acquire.lua");
+const RELEASE_BODY: &str = include_str!("release.lua");
+const RENEW_BODY: &str = include_str!("renew.lua");
+const ABANDON_BODY: &str = include_str!("abandon.lua");
+const FAIR_ACQUIRE_BODY: &str = include_str!("fair_acquire.lua");
+const FAIR_RELEASE_BODY: &str = include_str!("fair_release.lua");
+const FAIR_ABANDON_BODY: &str = include_str!("fair_abandon.lua");
+const HEARTBEAT_BODY: &str = include_str!("heartbeat.lua");
+
+/// Whether `text` uses the identifier `name` (not as part of a longer identifier).
+fn uses(text: &str, name: &str) -> bool {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    text.match_indices(name).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + name.len()..].chars().next();
+        !before.is_some_and(is_ident) && !after.is_some_and(is_ident)
+    })
 }
 
-const ACQUIRE_SRC: &str = source!("acquire.lua");
-const RELEASE_SRC: &str = source!("release.lua");
-const RENEW_SRC: &str = source!("renew.lua");
-const ABANDON_SRC: &str = source!("abandon.lua");
-const FAIR_ACQUIRE_SRC: &str = source!("fair_acquire.lua");
-const FAIR_RELEASE_SRC: &str = source!("fair_release.lua");
-const FAIR_ABANDON_SRC: &str = source!("fair_abandon.lua");
-const HEARTBEAT_SRC: &str = source!("heartbeat.lua");
+/// The name a helper paragraph defines (`local function name(` or `local NAME =`), if any.
+fn defined_name(paragraph: &str) -> Option<&str> {
+    paragraph.lines().find_map(|line| {
+        let rest = line.strip_prefix("local function ").or_else(|| {
+            line.strip_prefix("local ")
+                .filter(|rest| rest.contains(" = "))
+        })?;
+        let end = rest.find(['(', ' '])?;
+        Some(&rest[..end])
+    })
+}
+
+/// `body` after the helpers it uses, directly or through other helpers, in their order in
+/// `common.lua` (a helper only uses those defined before it).
+pub(crate) fn assemble(body: &str) -> String {
+    let helpers: Vec<(&str, &str)> = HELPERS
+        .split("\n\n")
+        .filter_map(|paragraph| Some((defined_name(paragraph)?, paragraph)))
+        .collect();
+    let mut needed = vec![false; helpers.len()];
+    // Later helpers only use earlier ones: one pass from the last to the first finds them all.
+    for i in (0..helpers.len()).rev() {
+        let (name, _) = helpers[i];
+        needed[i] = uses(body, name)
+            || helpers
+                .iter()
+                .zip(&needed)
+                .skip(i + 1)
+                .any(|((_, text), &used)| used && uses(text, name));
+    }
+    let mut source = String::new();
+    for ((_, text), used) in helpers.iter().zip(needed) {
+        if used {
+            source.push_str(text.trim_end());
+            source.push_str("\n\n");
+        }
+    }
+    source.push_str(body);
+    source
+}
 
 /// Every script's source, for loading them up front.
-pub(crate) const ALL: [&str; 8] = [
-    ACQUIRE_SRC,
-    RELEASE_SRC,
-    RENEW_SRC,
-    ABANDON_SRC,
-    FAIR_ACQUIRE_SRC,
-    FAIR_RELEASE_SRC,
-    FAIR_ABANDON_SRC,
-    HEARTBEAT_SRC,
-];
+pub(crate) static ALL: LazyLock<Vec<String>> = LazyLock::new(|| {
+    [
+        ACQUIRE_BODY,
+        RELEASE_BODY,
+        RENEW_BODY,
+        ABANDON_BODY,
+        FAIR_ACQUIRE_BODY,
+        FAIR_RELEASE_BODY,
+        FAIR_ABANDON_BODY,
+        HEARTBEAT_BODY,
+    ]
+    .into_iter()
+    .map(assemble)
+    .collect()
+});
+
+fn script(body: &str) -> Script {
+    Script::new(&assemble(body))
+}
 
 /// Take an exclusive lock or record the waiting manager.
-pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SRC));
+pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| script(ACQUIRE_BODY));
 /// Release one hold; tell one waiting manager when the lock frees.
-pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SRC));
+pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| script(RELEASE_BODY));
 /// Renew a batch of leases.
-pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW_SRC));
+pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| script(RENEW_BODY));
 /// Forget a waiting manager and pass an unused wake-up on.
-pub(crate) static ABANDON: LazyLock<Script> = LazyLock::new(|| Script::new(ABANDON_SRC));
+pub(crate) static ABANDON: LazyLock<Script> = LazyLock::new(|| script(ABANDON_BODY));
 /// Take a fair lock or join its queue.
-pub(crate) static FAIR_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(FAIR_ACQUIRE_SRC));
+pub(crate) static FAIR_ACQUIRE: LazyLock<Script> = LazyLock::new(|| script(FAIR_ACQUIRE_BODY));
 /// Release one hold of a fair lock; grant it to the next waiter when it frees.
-pub(crate) static FAIR_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(FAIR_RELEASE_SRC));
+pub(crate) static FAIR_RELEASE: LazyLock<Script> = LazyLock::new(|| script(FAIR_RELEASE_BODY));
 /// Leave a fair queue; pass on a grant that raced with leaving.
-pub(crate) static FAIR_ABANDON: LazyLock<Script> = LazyLock::new(|| Script::new(FAIR_ABANDON_SRC));
-/// Renew the heartbeat deadlines of a batch of queued fair waiters.
-pub(crate) static HEARTBEAT: LazyLock<Script> = LazyLock::new(|| Script::new(HEARTBEAT_SRC));
+pub(crate) static FAIR_ABANDON: LazyLock<Script> = LazyLock::new(|| script(FAIR_ABANDON_BODY));
+/// Renew the heartbeats of a batch of queued fair waiters.
+pub(crate) static HEARTBEAT: LazyLock<Script> = LazyLock::new(|| script(HEARTBEAT_BODY));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The helpers a script was assembled with, in order.
+    fn helpers_of(body: &str) -> Vec<String> {
+        let helpers: Vec<&str> = HELPERS.split("\n\n").filter_map(defined_name).collect();
+        assemble(body)
+            .split("\n\n")
+            .filter_map(defined_name)
+            .filter(|name| helpers.contains(name))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn every_helper_paragraph_defines_one_name() {
+        let names: Vec<&str> = HELPERS.split("\n\n").filter_map(defined_name).collect();
+        for name in [
+            "now_us",
+            "int",
+            "take",
+            "grant_next",
+            "MAX_SKIPPED",
+            "drop_hold",
+        ] {
+            assert!(names.contains(&name), "{name} missing from {names:?}");
+        }
+        // Only the file's header paragraph defines nothing.
+        assert_eq!(HELPERS.split("\n\n").count(), names.len() + 1);
+    }
+
+    #[test]
+    fn a_script_carries_the_helpers_it_uses_and_theirs_only() {
+        assert_eq!(
+            helpers_of(RELEASE_BODY),
+            ["notify_next"],
+            "the exclusive release"
+        );
+        assert_eq!(
+            helpers_of(FAIR_RELEASE_BODY),
+            [
+                "now_us",
+                "int",
+                "next_token",
+                "take",
+                "drop_hold",
+                "heartbeat_key",
+                "MAX_SKIPPED",
+                "grant_next"
+            ],
+            "the fair release, through grant_next"
+        );
+        assert!(helpers_of(ACQUIRE_BODY).contains(&"now_us".to_owned()));
+        assert!(!helpers_of(ACQUIRE_BODY).contains(&"grant_next".to_owned()));
+    }
+
+    #[test]
+    fn identifiers_match_whole_words_only() {
+        assert!(uses("local x = take(a)", "take"));
+        assert!(!uses("local x = retake(a)", "take"));
+        assert!(!uses("local take_all = 1", "take"));
+        assert!(uses("for _ = 0, MAX_SKIPPED do", "MAX_SKIPPED"));
+    }
+}
