@@ -110,8 +110,10 @@ local MAX_SKIPPED = 100
 
 -- Make the longest-waiting live waiter the owner of the free lock `lock`, with a short claim lease
 -- that its manager extends, and tell its manager. A waiter whose heartbeat ran out, or whose
--- manager no longer listens, is dropped. Returns true when the lock was granted.
-local function grant_next(lock, q, fence, prefix, claim_ms)
+-- manager no longer listens, is dropped. `caller` (optional) is the waiter running this script: it
+-- learns of a grant from the script's answer, not from a message. Returns true when the lock was
+-- granted.
+local function grant_next(lock, q, fence, prefix, claim_ms, caller)
   for _ = 0, MAX_SKIPPED do
     local head = redis.call('ZPOPMIN', q)[1]
     if not head then
@@ -120,6 +122,9 @@ local function grant_next(lock, q, fence, prefix, claim_ms)
     -- deleting the heartbeat key tells whether the waiter was alive, and clears it
     if redis.call('DEL', heartbeat_key(lock, head)) == 1 then
       local token = take(lock, head, claim_ms, next_token(fence))
+      if head == caller then
+        return true
+      end
       local manager = string.match(head, '^[^:]+')
       local grant = 'g|' .. lock .. '|' .. head .. '|' .. int(token)
       if redis.call('PUBLISH', prefix .. manager, grant) > 0 then

@@ -23,10 +23,10 @@ if not token then
   local ours = not head or head == owner
   if not ours then
     -- free, but others queued first (the holder died, or a grant went astray): the head gets it
-    if grant_next(lock, q, fence, prefix, eviction) then
+    if grant_next(lock, q, fence, prefix, eviction, owner) then
       holds, token = lock_state(lock, owner)
       if holds then
-        -- the waiters ahead of us were dead: the grant came to us
+        -- the waiters ahead of us were dead: the lock came to us
         redis.call('PEXPIRE', lock, int(lease))
         return {1, tonumber(token)}
       end

@@ -1,0 +1,53 @@
+//! Fair queues on Redis keep only live waiters: a queued waiter lives while its heartbeat key does,
+//! and grants drop the waiters whose key ran out.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::RedisServer;
+use tower_lock::{LockManager, LockOptions};
+
+async fn manager(server: &RedisServer) -> LockManager {
+    LockManager::builder()
+        .redis(server.url())
+        .fair_eviction(Duration::from_millis(600))
+        .build()
+        .await
+        .expect("manager")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_dead_waiters_than_one_grant_skips_are_all_dropped_and_the_live_one_is_served() {
+    let server = RedisServer::start();
+    let holder = manager(&server).await;
+    let waiting = manager(&server).await;
+    let held = holder.acquire("crowd", &LockOptions::fair()).await.unwrap();
+    // 150 waiters queued first whose heartbeat keys have run out (their processes died): more than
+    // one grant skips (100).
+    for i in 1..=150 {
+        let owner = format!("00000000-0000-0000-0000-000000000000:{i}");
+        let added = server.cmd(&["ZADD", "{tower-lock:crowd}:q", &i.to_string(), &owner]);
+        assert_eq!(added.as_int(), Some(1));
+    }
+    let waiter = {
+        let waiting = waiting.clone();
+        tokio::spawn(async move {
+            let opts = LockOptions::fair().wait_timeout(Duration::from_secs(10));
+            let g = waiting.acquire("crowd", &opts).await.expect("served");
+            (Instant::now(), g)
+        })
+    };
+    let queue_len = || server.cmd(&["ZCARD", "{tower-lock:crowd}:q"]).as_int();
+    assert!(support::wait_until(Duration::from_secs(5), || queue_len() == Some(151)));
+
+    let released = Instant::now();
+    held.release().await.unwrap();
+    let (acquired, guard) = waiter.await.unwrap();
+    // The release skipped 100 dead waiters and left the lock free; the live waiter's next heartbeat
+    // (every 200 ms) found it free, and its retry dropped the other 50 and took its turn.
+    let waited = acquired.duration_since(released);
+    assert!(waited < Duration::from_secs(2), "served after {waited:?}");
+    assert_eq!(queue_len(), Some(0), "every dead waiter dropped");
+    guard.release().await.unwrap();
+}
