@@ -51,3 +51,59 @@ async fn more_dead_waiters_than_one_grant_skips_are_all_dropped_and_the_live_one
     assert_eq!(queue_len(), Some(0), "every dead waiter dropped");
     guard.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_message_arriving_after_its_waiter_took_the_lock_does_not_release_it() {
+    let server = RedisServer::start();
+    let holder = manager(&server).await;
+    let waiting = manager(&server).await;
+    let held = holder.acquire("late", &LockOptions::fair()).await.unwrap();
+    let waiter = {
+        let waiting = waiting.clone();
+        tokio::spawn(async move {
+            let opts = LockOptions::fair().wait_timeout(Duration::from_secs(10));
+            waiting.acquire("late", &opts).await.expect("served")
+        })
+    };
+    let queue = "{tower-lock:late}:q";
+    assert!(support::wait_until(Duration::from_secs(5), || server
+        .cmd(&["ZCARD", queue])
+        .as_int()
+        == Some(1)));
+    let owner = server
+        .cmd(&["ZRANGE", queue, "0", "0"])
+        .as_strings()
+        .unwrap()[0]
+        .clone();
+
+    // The holder's release grants the lock to the waiter, but the message is held up: the grant is
+    // made by hand, and the waiter's next heartbeat (every 200 ms) finds it out of the queue.
+    let stale = "1";
+    server.cmd(&["DEL", "{tower-lock:late}"]);
+    server.cmd(&["ZREM", queue, &owner]);
+    server.cmd(&["DEL", &format!("{{tower-lock:late}}:hb:{owner}")]);
+    server.cmd(&["HSET", "{tower-lock:late}", &owner, "1", "#t", stale]);
+    server.cmd(&["PEXPIRE", "{tower-lock:late}", "5000"]);
+    let guard = waiter.await.unwrap();
+    assert!(guard.fencing_token() > 1, "a token of its own");
+    drop(held); // its release finds the lock gone: nothing happens
+
+    // Now the held-up message arrives; nobody waits for it any more.
+    let manager_id = owner.split(':').next().unwrap();
+    let message = format!("g|{{tower-lock:late}}|{owner}|{stale}");
+    let told = server.cmd(&[
+        "PUBLISH",
+        &format!("{{tower-lock}}:inbox:{manager_id}"),
+        &message,
+    ]);
+    assert_eq!(told.as_int(), Some(1));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        server
+            .cmd(&["HEXISTS", "{tower-lock:late}", &owner])
+            .as_int(),
+        Some(1),
+        "the stale message released the lock from under its holder"
+    );
+    guard.release().await.expect("still held");
+}

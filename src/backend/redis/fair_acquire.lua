@@ -11,9 +11,13 @@ local eviction, prefix = tonumber(ARGV[5]), ARGV[6]
 local holds, token = lock_state(lock, owner)
 if holds then
   if queued then
-    -- a grant whose message we did not receive: it is ours, not a re-entry
+    -- A grant whose message we have not received: it is ours, not a re-entry. It gets a new
+    -- token, so that the message, should it still come, is taken for a stale grant and not
+    -- passed on from under us.
+    token = next_token(fence)
+    redis.call('HSET', lock, '#t', int(token))
     redis.call('PEXPIRE', lock, int(lease))
-    return {1, tonumber(token)}
+    return {1, token}
   end
   return {1, reenter(lock, owner, lease, token)}
 end
