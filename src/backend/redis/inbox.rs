@@ -8,6 +8,7 @@
 //! silently. When the connection drops the inbox reconnects with backoff and wakes every local
 //! waiter to re-check, since messages may have been lost meanwhile.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -79,6 +80,16 @@ impl Postman {
 pub(crate) struct Subscription {
     conn: MultiplexedConnection,
     dropped: Arc<Notify>,
+    /// Cleared when the subscription is given up: its reader may still be draining the socket,
+    /// and a message delivered twice (once there, once on the new subscription) would look like
+    /// a grant nobody took, to be passed on from under the request that did take it.
+    live: Arc<AtomicBool>,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.live.store(false, Ordering::SeqCst);
+    }
 }
 
 impl std::fmt::Debug for Subscription {
@@ -135,11 +146,12 @@ impl Inbox {
     /// Connect and subscribe to this manager's channel.
     pub(crate) async fn subscribe(&self) -> Result<Subscription, RedisError> {
         let dropped = Arc::new(Notify::new());
+        let live = Arc::new(AtomicBool::new(true));
         let postman = self.postman.clone();
-        let signal = dropped.clone();
+        let (signal, delivering) = (dropped.clone(), live.clone());
         let on_push = move |push: PushInfo| -> Result<(), std::convert::Infallible> {
             match push.kind {
-                PushKind::Message => {
+                PushKind::Message if delivering.load(Ordering::SeqCst) => {
                     if let Some(redis::Value::BulkString(payload)) = push.data.get(1) {
                         if let Ok(text) = std::str::from_utf8(payload) {
                             postman.deliver(text);
@@ -161,7 +173,11 @@ impl Inbox {
                 .get_multiplexed_async_connection_with_config(&config)
                 .await?;
             conn.subscribe(&self.channel).await?;
-            Ok(Subscription { conn, dropped })
+            Ok(Subscription {
+                conn,
+                dropped,
+                live,
+            })
         };
         match tokio::time::timeout(self.timeout, connect).await {
             Ok(result) => result,
