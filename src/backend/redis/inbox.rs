@@ -167,6 +167,7 @@ impl Inbox {
             .set_connection_timeout(Some(self.timeout))
             .set_response_timeout(Some(self.timeout))
             .set_push_sender(on_push);
+        let attempt = live.clone();
         let connect = async {
             let mut conn = self
                 .client
@@ -179,13 +180,18 @@ impl Inbox {
                 live,
             })
         };
-        match tokio::time::timeout(self.timeout, connect).await {
+        let outcome = match tokio::time::timeout(self.timeout, connect).await {
             Ok(result) => result,
             Err(_) => Err(RedisError::from(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 "timed out subscribing the lock inbox",
             ))),
+        };
+        if outcome.is_err() {
+            // A failed attempt may have subscribed before it failed: it delivers nothing.
+            attempt.store(false, Ordering::SeqCst);
         }
+        outcome
     }
 
     /// Keep the subscription alive until `shutdown` fires (or its sender is dropped); messages are
