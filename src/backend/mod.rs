@@ -102,6 +102,19 @@ impl Backend {
         }
     }
 
+    /// How long one acquire attempt may keep its caller waiting, when the backend call itself may
+    /// outlive it (a single Redis server: the attempt keeps listening for a late reply, so that a
+    /// lock it took after its caller gave up is released at once). `None`: the call is bounded.
+    pub(crate) fn attempt_timeout(&self) -> Option<Duration> {
+        match self {
+            Backend::Memory(_) => None,
+            #[cfg(feature = "redis")]
+            Backend::Redis(r) => Some(r.attempt_timeout()),
+            #[cfg(feature = "redis")]
+            Backend::Quorum(_) => None,
+        }
+    }
+
     pub(crate) async fn release(
         &self,
         id: &LockId,

@@ -222,6 +222,7 @@ impl Shared {
             let others_waiting = ticket.as_ref().is_some_and(WaitTicket::others_waiting);
             let queued = ticket.as_ref().is_some_and(|t| t.found_busy);
             let call = self.attempt(&id, owner, lease, wait, others_waiting, mode, queued);
+            let call = within(self.backend.attempt_timeout(), call);
             let attempt = match deadline {
                 Some(deadline) => tokio::time::timeout_at(deadline.into(), call)
                     .await
@@ -331,6 +332,20 @@ impl Shared {
         );
         MustComplete::new(call, self).with_undo(undo)
     }
+}
+
+/// The outcome of `call`, or an error once `limit` has passed. A call cut off that way finishes in
+/// the background (see [`MustComplete`]) and is undone if it took the lock.
+async fn within(
+    limit: Option<Duration>,
+    call: MustComplete<Result<Attempt, BoxError>>,
+) -> Result<Attempt, BoxError> {
+    let Some(limit) = limit else {
+        return call.await;
+    };
+    tokio::time::timeout(limit, call)
+        .await
+        .unwrap_or_else(|_| Err(format!("Redis did not answer within {limit:?}").into()))
 }
 
 fn timeout(key: &str, started: Instant) -> LockError {

@@ -22,7 +22,9 @@ impl RedisBackend {
             .arg(flag(req.queued))
             .arg(millis(self.eviction))
             .arg(&self.inbox_prefix);
-        let (acquired, value): (i64, i64) = self.invoke(slot_hint(req.id), &call).await?;
+        let (acquired, value): (i64, i64) = self
+            .invoke_within(slot_hint(req.id), &call, super::LATE_REPLY)
+            .await?;
         Ok(super::attempt(acquired, value))
     }
 

@@ -74,6 +74,11 @@ fn slot_hint(id: &str) -> u64 {
     })
 }
 
+/// How long an acquire attempt whose caller already got a timeout error keeps listening for its
+/// reply. A frozen server runs the attempt when it resumes; if it took the lock, the reply lets the
+/// manager release it at once instead of leaving it held for a whole lease.
+pub(crate) const LATE_REPLY: Duration = Duration::from_secs(30);
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
@@ -109,21 +114,44 @@ impl RedisBackend {
         hint: u64,
         call: &ScriptInvocation<'_>,
     ) -> Result<T, BoxError> {
+        self.invoke_within(hint, call, self.timeout).await
+    }
+
+    /// Run one script call; past the command timeout, mark its connection broken (later commands
+    /// take a fresh one) but keep listening for the reply until `patience` has passed.
+    async fn invoke_within<T: FromRedisValue>(
+        &self,
+        hint: u64,
+        call: &ScriptInvocation<'_>,
+        patience: Duration,
+    ) -> Result<T, BoxError> {
         let too_slow =
             || -> BoxError { format!("Redis did not answer within {:?}", self.timeout).into() };
         // Checking out a fresh connection is bounded by bb8's own connection timeout.
         let (mut conn, broken) = self.pool.conn(hint).await?;
-        match tokio::time::timeout(self.timeout, call.invoke_async::<T>(&mut conn)).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(err)) => {
-                broken.check(&err);
-                Err(err.into())
-            }
+        let reply = call.invoke_async::<T>(&mut conn);
+        tokio::pin!(reply);
+        let outcome = match tokio::time::timeout(self.timeout, &mut reply).await {
+            Ok(outcome) => outcome,
             Err(_) => {
                 broken.timed_out();
-                Err(too_slow())
+                let rest = patience.saturating_sub(self.timeout);
+                match tokio::time::timeout(rest, reply).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => return Err(too_slow()),
+                }
             }
-        }
+        };
+        outcome.map_err(|err| {
+            broken.check(&err);
+            err.into()
+        })
+    }
+
+    /// How long an acquire attempt may keep its caller waiting: the command timeout. Past it the
+    /// caller gets an error, but the attempt itself goes on listening (see [`LATE_REPLY`]).
+    pub(crate) fn attempt_timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// Run a script of a backend built on this one (the quorum backend's) on the connection that
@@ -150,7 +178,9 @@ impl RedisBackend {
             .arg(flag(req.will_wait))
             .arg(flag(req.others_waiting))
             .arg(flag(req.queued));
-        let (acquired, value): (i64, i64) = self.invoke(slot_hint(req.id), &call).await?;
+        let (acquired, value): (i64, i64) = self
+            .invoke_within(slot_hint(req.id), &call, LATE_REPLY)
+            .await?;
         Ok(attempt(acquired, value))
     }
 
