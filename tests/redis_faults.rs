@@ -157,6 +157,23 @@ async fn redis_down_is_an_error_not_a_hang_and_recovers_after_restart() {
     g.release().await.unwrap();
 }
 
+/// The lock `key` once `m` can take it without waiting, trying every 20 ms for at most `within`.
+async fn once_free(
+    m: &LockManager,
+    key: &str,
+    within: Duration,
+) -> Result<tower_lock::LockGuard, tokio::time::error::Elapsed> {
+    tokio::time::timeout(within, async {
+        loop {
+            if let Ok(Some(g)) = m.try_acquire(key, &LockOptions::exclusive()).await {
+                return g;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frozen_redis_fails_within_the_command_timeout() {
     let server = RedisServer::start();
@@ -186,16 +203,9 @@ async fn frozen_redis_fails_within_the_command_timeout() {
     server.continue_process();
     assert!(matches!(err, LockError::Timeout { .. }), "{err:?}");
     assert!(elapsed < Duration::from_millis(400), "took {elapsed:?}");
-    let g = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            if let Ok(Some(g)) = m.try_acquire("ice", &LockOptions::exclusive()).await {
-                return g;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("works again after SIGCONT");
+    let g = once_free(&m, "ice", Duration::from_secs(5))
+        .await
+        .expect("works again after SIGCONT");
     drop(g);
 }
 
@@ -359,12 +369,11 @@ async fn an_attempt_that_timed_out_during_a_freeze_is_undone_when_its_reply_come
     let server = RedisServer::start();
     let m = manager_with_lease(&server, Duration::from_secs(30)).await;
     // The connection this lock's commands use is open before the freeze.
-    m.acquire("phantom", &LockOptions::exclusive())
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    drop(
+        m.acquire("phantom", &LockOptions::exclusive())
+            .await
+            .unwrap(),
+    );
     server.stop_process();
     let err = m
         .acquire("phantom", &LockOptions::exclusive())
@@ -374,19 +383,9 @@ async fn an_attempt_that_timed_out_during_a_freeze_is_undone_when_its_reply_come
     server.continue_process();
     let resumed = Instant::now();
     let other = manager_with_lease(&server, Duration::from_secs(30)).await;
-    let g = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            if let Ok(Some(g)) = other
-                .try_acquire("phantom", &LockOptions::exclusive())
-                .await
-            {
-                return g;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("the late attempt's lock was released, not left to its lease");
+    let g = once_free(&other, "phantom", Duration::from_secs(5))
+        .await
+        .expect("the late attempt's lock was released, not left to its lease");
     println!("  free {:?} after the server resumed", resumed.elapsed());
     g.release().await.unwrap();
 }
