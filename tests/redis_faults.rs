@@ -369,11 +369,8 @@ async fn an_attempt_that_timed_out_during_a_freeze_is_undone_when_its_reply_come
     let server = RedisServer::start();
     let m = manager_with_lease(&server, Duration::from_secs(30)).await;
     // The connection this lock's commands use is open before the freeze.
-    drop(
-        m.acquire("phantom", &LockOptions::exclusive())
-            .await
-            .unwrap(),
-    );
+    let warm_up = m.acquire("phantom", &LockOptions::exclusive()).await;
+    warm_up.unwrap().release().await.unwrap();
     server.stop_process();
     let err = m
         .acquire("phantom", &LockOptions::exclusive())
