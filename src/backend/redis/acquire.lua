@@ -9,8 +9,7 @@ local lock, waiters, fence = KEYS[1], KEYS[2], KEYS[3]
 local owner, lease, manager = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local will_wait, others, retry = ARGV[4] == '1', ARGV[5] == '1', ARGV[6] == '1'
 
-local state = redis.call('HMGET', lock, owner, '#t', '#w')
-local holds, token, marked = state[1], state[2], state[3]
+local holds, token, marked = lock_state(lock, owner)
 if holds then
   return {1, reenter(lock, owner, lease, token)}
 end
@@ -30,10 +29,6 @@ end
 
 local ttl = redis.call('PTTL', lock)
 if will_wait then
-  redis.call('ZADD', waiters, 'NX', int(now_us()), manager)
-  redis.call('PEXPIRE', waiters, int(math.max(ttl, 0) + lease + 10000))
-  if not marked then
-    redis.call('HSET', lock, '#w', '1')
-  end
+  wait_in_line(lock, waiters, manager, ttl, lease, marked)
 end
 return {0, ttl}

@@ -61,11 +61,21 @@ local function reenter(lock, owner, lease, token)
   return tonumber(token)
 end
 
--- What `owner` has of `lock`, in one call: its holds (false: none) and the lock's token (false: the
--- lock is free; every held lock has one).
+-- What `owner` has of `lock`, in one call: its holds (false: none), the lock's token (false: the
+-- lock is free; every held lock has one) and its '#w' mark (false: no manager waits for it).
 local function lock_state(lock, owner)
-  local state = redis.call('HMGET', lock, owner, '#t')
-  return state[1], state[2]
+  local state = redis.call('HMGET', lock, owner, '#t', '#w')
+  return state[1], state[2], state[3]
+end
+
+-- Record that `manager` waits for the held `lock` (whose remaining lease is `ttl` ms), and mark the
+-- lock so that its release looks for waiting managers.
+local function wait_in_line(lock, waiters, manager, ttl, lease, marked)
+  redis.call('ZADD', waiters, 'NX', int(now_us()), manager)
+  redis.call('PEXPIRE', waiters, int(math.max(ttl, 0) + lease + 10000))
+  if not marked then
+    redis.call('HSET', lock, '#w', '1')
+  end
 end
 
 -- Tell the longest-waiting manager that still listens that `lock` is free. A manager that died is
