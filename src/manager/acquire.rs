@@ -85,9 +85,8 @@ struct WaitTicket {
     owner: Arc<str>,
     mode: Mode,
     waiter: Arc<Waiter>,
-    /// Fair mode: joined the lock's queue (and the watchdog heartbeats it).
-    queued: bool,
-    /// An attempt found the lock busy: the backend recorded this request as waiting.
+    /// An attempt found the lock busy: the backend recorded this request as waiting (fair mode:
+    /// it joined the lock's queue, and the watchdog heartbeats it).
     found_busy: bool,
     acquired: bool,
 }
@@ -100,7 +99,6 @@ impl WaitTicket {
             owner: owner.clone(),
             mode,
             waiter: shared.waiters.register(id, owner),
-            queued: false,
             found_busy: false,
             acquired: false,
         }
@@ -117,18 +115,21 @@ impl WaitTicket {
         }
     }
 
-    /// Fair mode: the request is in the lock's queue now; keep it alive there.
-    fn join_queue(&mut self) {
-        if !self.queued {
-            self.queued = true;
-            self.shared.queued.add(&self.as_queued());
+    /// An attempt found the lock busy. Fair mode: the request is in the lock's queue now; keep it
+    /// alive there.
+    fn found_busy(&mut self) {
+        if !self.found_busy {
+            self.found_busy = true;
+            if self.mode == Mode::Fair {
+                self.shared.queued.add(&self.as_queued());
+            }
         }
     }
 }
 
 impl Drop for WaitTicket {
     fn drop(&mut self) {
-        if self.queued {
+        if self.found_busy && self.mode == Mode::Fair {
             self.shared.queued.remove(&self.as_queued());
         }
         let departure = self
@@ -243,10 +244,7 @@ impl Shared {
                     let Some(ticket) = ticket.as_mut() else {
                         return Ok(None);
                     };
-                    ticket.found_busy = true;
-                    if mode == Mode::Fair {
-                        ticket.join_queue();
-                    }
+                    ticket.found_busy();
                     let ttl = ttl
                         .unwrap_or(UNKNOWN_TTL_RETRY)
                         .max(Duration::from_millis(1));
