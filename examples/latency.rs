@@ -13,7 +13,8 @@
 //!   acquires, so every release finds waiters queued and the machine busy;
 //! - **after idle**: a single waiter has idled for a few milliseconds before the release, so a PING
 //!   after the same idle is measured beside it: on a virtual machine waking an idle CPU costs more
-//!   than a round trip, and a Lua script run on cold caches costs several.
+//!   than a round trip, and a Lua script run on cold caches costs several (the last rows time
+//!   scripts of 1 and 10 calls after the same idle).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -94,6 +95,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (handoff, idle_ping) = handoffs(&m, &other, &conn, LockOptions::exclusive()).await;
     let (fair_handoff, fair_idle_ping) = handoffs(&m, &other, &conn, LockOptions::fair()).await;
 
+    let scripts = cold_scripts(&conn).await;
+
     let rtt = median(&ping);
     println!("tower-lock latency, Redis at {url}, {SAMPLES} samples, {HANDOFFS} hand-offs");
     println!(
@@ -111,6 +114,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("exclusive hand-off after 2 ms idle", &handoff),
         ("PING after 2 ms idle (fair run)", &fair_idle_ping),
         ("fair hand-off after 2 ms idle", &fair_handoff),
+        ("script of 10 redis.calls, hot", &scripts.ten_hot),
+        ("PING after 2 ms idle (script run)", &scripts.ping),
+        ("script `return 1` after 2 ms idle", &scripts.trivial),
+        ("script of 10 redis.calls after 2 ms idle", &scripts.ten),
     ] {
         println!(
             "{name:<48} {:>9.1?} {:>9.1?} {:>7.2} {:>8.2}",
@@ -127,6 +134,49 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("client commands (round trips) per uncontended acquire+release: {calls}");
     Ok(())
+}
+
+/// What a script costs the server on a CPU that has just woken up, beside a PING that pays the same
+/// wake-up (a hand-off after idle runs a release script on such a CPU).
+struct ColdScripts {
+    ping: Vec<Duration>,
+    trivial: Vec<Duration>,
+    ten: Vec<Duration>,
+    ten_hot: Vec<Duration>,
+}
+
+async fn cold_scripts(conn: &redis::aio::MultiplexedConnection) -> ColdScripts {
+    let trivial = redis::Script::new("return 1");
+    let ten = redis::Script::new(
+        "for i = 1, 9 do redis.call('HSET', KEYS[1], 'f' .. i, i) end \
+         redis.call('DEL', KEYS[1]) return 1",
+    );
+    let run = |script: &redis::Script| {
+        let (mut conn, script) = (conn.clone(), script.clone());
+        async move {
+            let call = script.key("bench:script");
+            let _: i64 = call.invoke_async(&mut conn).await.expect("script");
+        }
+    };
+    let idle = || tokio::time::sleep(Duration::from_millis(2));
+    let mut out = ColdScripts {
+        ping: Vec::new(),
+        trivial: Vec::new(),
+        ten: Vec::new(),
+        ten_hot: Vec::new(),
+    };
+    run(&trivial).await; // loads both scripts
+    run(&ten).await;
+    for _ in 0..HANDOFFS {
+        idle().await;
+        out.ping.push(time(ping_once(conn)).await);
+        idle().await;
+        out.trivial.push(time(run(&trivial)).await);
+        idle().await;
+        out.ten.push(time(run(&ten)).await);
+        out.ten_hot.push(time(run(&ten)).await);
+    }
+    out
 }
 
 async fn time(f: impl std::future::Future<Output = ()>) -> Duration {
