@@ -8,10 +8,12 @@
 
 mod canonical;
 mod extract;
+mod keys;
 mod pattern;
 mod view;
 
-pub use extract::{Both, FromFn, Header, IntoKeys, KeyExtractor, Keys, Methods, Path, Prefixed};
+pub use extract::{Both, FromFn, Header, KeyExtractor, Methods, Path, Prefixed};
+pub use keys::{IntoKeys, Keys};
 pub use pattern::Pattern;
 pub use view::RequestView;
 

@@ -1,7 +1,8 @@
 //! `key::pattern("/accounts/{id}")`: the resource a path is about, as a lock name.
 
 use super::canonical::{push_segment, segments};
-use super::extract::{KeyExtractor, Keys};
+use super::extract::KeyExtractor;
+use super::keys::Keys;
 use super::view::RequestView;
 use super::LockKey;
 use crate::error::KeyError;
