@@ -10,6 +10,7 @@
 #![allow(dead_code)]
 
 pub mod fixture;
+pub mod masters;
 mod resp;
 mod spawn;
 pub mod stats;
