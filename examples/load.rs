@@ -100,14 +100,32 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("PING round trip (median of 1000): {rtt:.1?}");
     }
     println!(
-        "{:<46} {:>9} {:>7} {:>7} {:>6} {:>10} {:>10} {:>9} {:>6}",
-        "scenario", "acq/s", "min", "max", "Jain", "wait p50", "wait p99", "hold", "busy"
+        "{:<46} {:>9} {:>7} {:>7} {:>6} {:>10} {:>10} {:>9} {:>6} {:>10}",
+        "scenario",
+        "acq/s",
+        "min",
+        "max",
+        "Jain",
+        "wait p50",
+        "wait p99",
+        "hold",
+        "busy",
+        "Redis/acq"
     );
     for s in scenarios {
         if !filters.iter().all(|f| s.name.contains(f.as_str())) {
             continue;
         }
+        let cpu_before = redis_cpu(url.as_deref()).await;
         let r = run(&managers, &s, run_for).await;
+        let cpu_after = redis_cpu(url.as_deref()).await;
+        // Redis's CPU time (user + system) per acquisition, everything it did meanwhile included
+        let per_acquisition = match (cpu_before, cpu_after) {
+            (Some(before), Some(after)) if r.count > 0 => {
+                format!("{:.1?}", (after - before) / r.count as u32)
+            }
+            _ => "-".to_owned(),
+        };
         let rate = r.count as f64 / run_for.as_secs_f64();
         let busy = if s.keys == 1 {
             rate * r.hold.as_secs_f64() * 100.0
@@ -115,8 +133,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             f64::NAN
         };
         println!(
-            "{:<46} {:>9.0} {:>7} {:>7} {:>6.3} {:>10.1?} {:>10.1?} {:>9.1?} {:>5.0}%",
-            s.name, rate, r.min, r.max, r.jain, r.p50, r.p99, r.hold, busy
+            "{:<46} {:>9.0} {:>7} {:>7} {:>6.3} {:>10.1?} {:>10.1?} {:>9.1?} {:>5.0}% {:>10}",
+            s.name, rate, r.min, r.max, r.jain, r.p50, r.p99, r.hold, busy, per_acquisition
         );
     }
     drop(server);
@@ -206,6 +224,27 @@ fn sleep_until(until: Instant) {
     while Instant::now() < until {
         std::hint::spin_loop();
     }
+}
+
+/// The CPU time redis-server has used (`used_cpu_user` + `used_cpu_sys` of `INFO cpu`).
+async fn redis_cpu(url: Option<&str>) -> Option<Duration> {
+    let mut conn = redis::Client::open(url?)
+        .ok()?
+        .get_multiplexed_async_connection()
+        .await
+        .ok()?;
+    let info: String = redis::cmd("INFO")
+        .arg("cpu")
+        .query_async(&mut conn)
+        .await
+        .ok()?;
+    let seconds: f64 = info
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .filter(|(field, _)| matches!(*field, "used_cpu_user" | "used_cpu_sys"))
+        .filter_map(|(_, value)| value.trim().parse::<f64>().ok())
+        .sum();
+    Some(Duration::from_secs_f64(seconds))
 }
 
 async fn ping_rtt(url: &str) -> redis::RedisResult<Duration> {
