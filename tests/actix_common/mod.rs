@@ -8,7 +8,9 @@ use std::sync::Arc;
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServerHandle, ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::{web, App, HttpServer};
-use tower_lock::LockInfo;
+use tower_lock::actix::LockMiddleware;
+use tower_lock::key::{self, KeyExtractor};
+use tower_lock::{LockInfo, LockManager};
 
 use crate::layer_common::Bank;
 
@@ -108,4 +110,9 @@ pub fn bank_routes(cfg: &mut web::ServiceConfig, bank: Arc<Bank>) {
             .route(web::put().to(deposit))
             .route(web::get().to(|| async { "read" })),
     );
+}
+
+/// The middleware the bank tests use: one lock per account named in the path.
+pub fn accounts(manager: &LockManager) -> LockMiddleware<impl KeyExtractor + Clone> {
+    LockMiddleware::new(manager.clone(), key::pattern("/accounts/{id}"))
 }

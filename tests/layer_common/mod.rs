@@ -2,6 +2,7 @@
 //! whose deposit handler does a non-atomic read-modify-write.
 #![allow(dead_code)]
 
+pub mod conn;
 pub mod grpc;
 
 use std::collections::HashMap;
@@ -18,7 +19,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use tower_lock::LockInfo;
+use tower_lock::key::{self, KeyExtractor};
+use tower_lock::{LockInfo, LockLayer, LockManager, LockOptions};
 
 /// Serve `router` on a free loopback port until the test ends.
 pub async fn serve(router: Router) -> SocketAddr {
@@ -164,4 +166,14 @@ pub fn bank_routes(bank: Arc<Bank>) -> Router {
     Router::new()
         .route("/accounts/{id}", put(deposit).get(|| async { "read" }))
         .with_state(bank)
+}
+
+/// The layer the bank tests use: one lock per account named in the path.
+pub fn accounts(manager: &LockManager) -> LockLayer<impl KeyExtractor> {
+    LockLayer::new(manager.clone(), key::pattern("/accounts/{id}"))
+}
+
+/// Exclusive locks that wait at most `wait`.
+pub fn exclusive_for(wait: Duration) -> LockOptions {
+    LockOptions::exclusive().wait_timeout(wait)
 }

@@ -1,0 +1,222 @@
+//! The actix-web middleware through real actix-web servers on loopback (two worker threads each),
+//! with the memory backend: what ends a request's hold (a client that resets or closes its
+//! connection, a lost lease, the end of a streamed body).
+
+mod actix_common;
+mod layer_common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_common::{accounts, bank_routes, serve, serve_with, ServerConfig};
+use actix_web::{web, App, HttpResponse};
+use axum::http::StatusCode;
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use layer_common::conn::{eventually, reset, send_raw, DropFlag, GENEROUS};
+use layer_common::{Bank, HttpClient};
+use tower_lock::actix::LockMiddleware;
+use tower_lock::key::{self};
+use tower_lock::{LockManager, LockOptions, OnLeaseLost};
+
+/// A handler that reports it started, then never finishes (until its future is dropped).
+fn endless_handler(
+    dropped: &Arc<AtomicBool>,
+) -> (
+    impl Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = HttpResponse>>> + Clone,
+    tokio::sync::mpsc::UnboundedReceiver<()>,
+) {
+    let (started_tx, started) = tokio::sync::mpsc::unbounded_channel();
+    let dropped = dropped.clone();
+    let handler = move || {
+        let flag = DropFlag(dropped.clone());
+        let started_tx = started_tx.clone();
+        Box::pin(async move {
+            let _flag = flag;
+            let _ = started_tx.send(());
+            std::future::pending::<()>().await;
+            HttpResponse::Ok().body("never")
+        }) as std::pin::Pin<Box<dyn std::future::Future<Output = HttpResponse>>>
+    };
+    (handler, started)
+}
+
+#[tokio::test]
+async fn client_reset_while_waiting_withdraws_the_waiter() {
+    let manager = LockManager::memory();
+    let bank = Arc::new(Bank::default());
+    let locks = accounts(&manager).wait_timeout(Duration::from_secs(60));
+    let server = serve({
+        let bank = bank.clone();
+        move || {
+            App::new()
+                .wrap(locks.clone())
+                .configure(|cfg| bank_routes(cfg, bank.clone()))
+        }
+    });
+
+    let held = manager
+        .acquire("accounts/1", &LockOptions::exclusive())
+        .await
+        .expect("hold");
+    let connection = send_raw(server.addr, "PUT", "/accounts/1").await;
+    assert!(eventually(|| manager.waiting() == 1).await);
+    reset(connection);
+    assert!(
+        eventually(|| manager.waiting() == 0).await,
+        "the waiter left with its client"
+    );
+    drop(held);
+    let free = manager
+        .acquire(
+            "accounts/1",
+            &LockOptions::exclusive().wait_timeout(GENEROUS),
+        )
+        .await;
+    assert!(free.is_ok());
+    assert_eq!(bank.balance(1), 0, "the handler never ran");
+}
+
+#[tokio::test]
+async fn client_reset_while_the_handler_runs_releases_the_lock() {
+    let manager = LockManager::memory();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let (handler, mut started) = endless_handler(&dropped);
+    let locks = accounts(&manager);
+    let server = serve(move || {
+        App::new()
+            .wrap(locks.clone())
+            .default_service(web::to(handler.clone()))
+    });
+
+    let connection = send_raw(server.addr, "PUT", "/accounts/9").await;
+    started.recv().await.expect("the handler started");
+    let busy = manager
+        .try_acquire("accounts/9", &LockOptions::exclusive())
+        .await;
+    assert!(matches!(busy, Ok(None)), "held while the handler runs");
+    reset(connection);
+    let next = manager
+        .acquire(
+            "accounts/9",
+            &LockOptions::exclusive().wait_timeout(GENEROUS),
+        )
+        .await;
+    assert!(next.is_ok(), "released when the client went away");
+    assert!(dropped.load(Ordering::SeqCst), "the handler was dropped");
+}
+
+#[tokio::test]
+async fn closed_connection_releases_when_half_close_is_refused() {
+    let manager = LockManager::memory();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let (handler, mut started) = endless_handler(&dropped);
+    let locks = accounts(&manager);
+    let config = ServerConfig { half_closed: false };
+    let server = serve_with(config, move || {
+        App::new()
+            .wrap(locks.clone())
+            .default_service(web::to(handler.clone()))
+    });
+
+    let connection = send_raw(server.addr, "PUT", "/accounts/9").await;
+    started.recv().await.expect("the handler started");
+    drop(connection); // FIN
+    let next = manager
+        .acquire(
+            "accounts/9",
+            &LockOptions::exclusive().wait_timeout(GENEROUS),
+        )
+        .await;
+    assert!(next.is_ok(), "released when the client closed");
+    assert!(dropped.load(Ordering::SeqCst), "the handler was dropped");
+}
+
+#[tokio::test]
+async fn lost_lease_aborts_the_handler_with_503() {
+    let manager = LockManager::memory();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let (handler, _started) = endless_handler(&dropped);
+    let locks = accounts(&manager)
+        .lease(Duration::from_millis(100))
+        .on_lease_lost(OnLeaseLost::Abort);
+    let server = serve(move || {
+        App::new()
+            .wrap(locks.clone())
+            .default_service(web::to(handler.clone()))
+    });
+
+    let reply = tokio::time::timeout(
+        GENEROUS,
+        HttpClient::default().send("PUT", server.addr, "/accounts/2"),
+    )
+    .await
+    .expect("answered after the lease ran out");
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(reply.body.contains("lost"), "{}", reply.body);
+    assert!(dropped.load(Ordering::SeqCst), "the handler was dropped");
+}
+
+#[tokio::test]
+async fn hold_until_body_end_keeps_the_lock_while_the_body_streams() {
+    let manager = LockManager::memory();
+    let (finish_tx, finish_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let finish_rx = Arc::new(tokio::sync::Mutex::new(finish_rx));
+    let streaming = move || {
+        let finish_rx = finish_rx.clone();
+        async move {
+            let first = futures_util::stream::once(async {
+                Ok::<_, std::convert::Infallible>(Bytes::from("first "))
+            });
+            let last = futures_util::stream::once(async move {
+                finish_rx.lock().await.recv().await;
+                Ok::<_, std::convert::Infallible>(Bytes::from("last"))
+            });
+            HttpResponse::Ok().streaming(futures_util::StreamExt::chain(first, last))
+        }
+    };
+    let held_through_body =
+        LockMiddleware::new(manager.clone(), key::pattern("/stream/{id}")).hold_until_body_end();
+    let head_only = LockMiddleware::new(manager.clone(), key::pattern("/plain/{id}"));
+    let server = serve(move || {
+        App::new()
+            .service(
+                web::resource("/stream/{id}")
+                    .wrap(held_through_body.clone())
+                    .route(web::get().to(streaming.clone())),
+            )
+            .service(
+                web::resource("/plain/{id}")
+                    .wrap(head_only.clone())
+                    .route(web::get().to(|| async { "plain" })),
+            )
+    });
+    let client = HttpClient::default();
+    let exclusive = LockOptions::exclusive();
+
+    let response = client.head("GET", server.addr, "/stream/1").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let busy = manager.try_acquire("stream/1", &exclusive).await;
+    assert!(matches!(busy, Ok(None)), "held while the body streams");
+    finish_tx.send(()).expect("finish the body");
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    assert_eq!(&body[..], b"first last");
+    let free = manager
+        .acquire("stream/1", &exclusive.wait_timeout(GENEROUS))
+        .await;
+    assert!(free.is_ok(), "released at the end of the body");
+
+    let response = client.head("GET", server.addr, "/plain/1").await;
+    let free = manager.try_acquire("plain/1", &exclusive).await;
+    assert!(
+        matches!(free, Ok(Some(_))),
+        "released with the response head"
+    );
+    drop(response);
+}

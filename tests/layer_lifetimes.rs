@@ -1,0 +1,169 @@
+//! The lock layer under axum, through real TCP servers on loopback, with the memory backend: what
+//! ends a request's hold (a client that disconnects, a lost lease, the end of a streamed body).
+
+mod layer_common;
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Path;
+use axum::http::StatusCode;
+use axum::routing::{get, put};
+use axum::Router;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http_body_util::BodyExt;
+use layer_common::conn::{eventually, send_raw, DropFlag, GENEROUS};
+use layer_common::{accounts, bank_routes, exclusive_for, serve, Bank, HttpClient};
+use tower_lock::key::{self};
+use tower_lock::{LockLayer, LockManager, LockOptions, OnLeaseLost};
+
+#[tokio::test]
+async fn client_disconnect_while_waiting_withdraws_the_waiter() {
+    let manager = LockManager::memory();
+    let bank = Arc::new(Bank::default());
+    let layer = accounts(&manager).wait_timeout(Duration::from_secs(60));
+    let addr = serve(bank_routes(bank.clone()).layer(layer)).await;
+
+    let held = manager
+        .acquire("accounts/1", &LockOptions::exclusive())
+        .await
+        .expect("hold");
+    let connection = send_raw(addr, "PUT", "/accounts/1").await;
+    assert!(eventually(|| manager.waiting() == 1).await);
+    drop(connection);
+    assert!(
+        eventually(|| manager.waiting() == 0).await,
+        "the waiter left with its client"
+    );
+    drop(held);
+    let free = manager
+        .acquire("accounts/1", &exclusive_for(GENEROUS))
+        .await;
+    assert!(free.is_ok());
+    assert_eq!(bank.balance(1), 0, "the handler never ran");
+}
+
+#[tokio::test]
+async fn client_disconnect_while_the_handler_runs_releases_the_lock() {
+    let manager = LockManager::memory();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel();
+    let handler = {
+        let dropped = dropped.clone();
+        move |Path(_id): Path<u64>| {
+            let flag = DropFlag(dropped.clone());
+            let started_tx = started_tx.clone();
+            async move {
+                let _flag = flag;
+                let _ = started_tx.send(());
+                std::future::pending::<()>().await;
+                "never"
+            }
+        }
+    };
+    let app = Router::new()
+        .route("/accounts/{id}", put(handler))
+        .layer(accounts(&manager));
+    let addr = serve(app).await;
+
+    let connection = send_raw(addr, "PUT", "/accounts/9").await;
+    started.recv().await.expect("the handler started");
+    let busy = manager
+        .try_acquire("accounts/9", &LockOptions::exclusive())
+        .await;
+    assert!(matches!(busy, Ok(None)), "held while the handler runs");
+    drop(connection);
+    let next = manager
+        .acquire("accounts/9", &exclusive_for(GENEROUS))
+        .await;
+    assert!(next.is_ok(), "released when the client went away");
+    assert!(dropped.load(Ordering::SeqCst));
+}
+
+#[tokio::test]
+async fn lost_lease_aborts_the_handler_with_503() {
+    let manager = LockManager::memory();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let handler = {
+        let dropped = dropped.clone();
+        move || {
+            let flag = DropFlag(dropped.clone());
+            async move {
+                let _flag = flag;
+                std::future::pending::<()>().await;
+                "never"
+            }
+        }
+    };
+    let app = Router::new().route("/accounts/{id}", put(handler)).layer(
+        accounts(&manager)
+            .lease(Duration::from_millis(100))
+            .on_lease_lost(OnLeaseLost::Abort),
+    );
+    let addr = serve(app).await;
+
+    let reply = tokio::time::timeout(
+        GENEROUS,
+        HttpClient::default().send("PUT", addr, "/accounts/2"),
+    )
+    .await
+    .expect("answered after the lease ran out");
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(reply.body.contains("lost"), "{}", reply.body);
+    assert!(dropped.load(Ordering::SeqCst), "the handler was dropped");
+}
+
+#[tokio::test]
+async fn hold_until_body_end_keeps_the_lock_while_the_body_streams() {
+    let manager = LockManager::memory();
+    let (finish_tx, finish_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let finish_rx = Arc::new(tokio::sync::Mutex::new(finish_rx));
+    let streaming = move || {
+        let finish_rx = finish_rx.clone();
+        async move {
+            let first =
+                futures_util::stream::once(async { Ok::<_, Infallible>(Bytes::from("first ")) });
+            let last = futures_util::stream::once(async move {
+                finish_rx.lock().await.recv().await;
+                Ok::<_, Infallible>(Bytes::from("last"))
+            });
+            Body::from_stream(first.chain(last))
+        }
+    };
+    let held_through_body = Router::new()
+        .route("/stream/{id}", get(streaming))
+        .layer(LockLayer::new(manager.clone(), key::pattern("/stream/{id}")).hold_until_body_end());
+    let head_only = Router::new()
+        .route("/plain/{id}", get(|| async { "plain" }))
+        .layer(LockLayer::new(manager.clone(), key::pattern("/plain/{id}")));
+    let addr = serve(held_through_body.merge(head_only)).await;
+    let client = HttpClient::default();
+    let exclusive = LockOptions::exclusive();
+
+    let response = client.head("GET", addr, "/stream/1").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let busy = manager.try_acquire("stream/1", &exclusive).await;
+    assert!(matches!(busy, Ok(None)), "held while the body streams");
+    finish_tx.send(()).expect("finish the body");
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    assert_eq!(&body[..], b"first last");
+    let free = manager.acquire("stream/1", &exclusive_for(GENEROUS)).await;
+    assert!(free.is_ok(), "released at the end of the body");
+
+    let response = client.head("GET", addr, "/plain/1").await;
+    let free = manager.try_acquire("plain/1", &exclusive).await;
+    assert!(
+        matches!(free, Ok(Some(_))),
+        "released with the response head"
+    );
+    drop(response);
+}
