@@ -107,3 +107,58 @@ async fn a_grant_message_arriving_after_its_waiter_took_the_lock_does_not_releas
     );
     guard.release().await.expect("still held");
 }
+
+/// Queue `count` waiters for `key` one after another, taking turns among `managers`; each, once
+/// served, records its place and releases.
+async fn queue_in_order(
+    managers: &[&LockManager],
+    key: &'static str,
+    count: usize,
+    served: &std::sync::Arc<std::sync::Mutex<Vec<usize>>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut waiters = Vec::new();
+    for i in 0..count {
+        let (waiting, served) = (managers[i % managers.len()].clone(), served.clone());
+        waiters.push(tokio::spawn(async move {
+            let opts = LockOptions::fair().wait_timeout(Duration::from_secs(10));
+            let g = waiting.acquire(key, &opts).await.expect("served");
+            served.lock().unwrap().push(i);
+            g.release().await.expect("release");
+        }));
+        let queued = || managers.iter().map(|m| m.queued()).sum::<usize>() == i + 1;
+        assert!(support::wait_until(Duration::from_secs(10), queued));
+    }
+    waiters
+}
+
+async fn all_served(waiters: Vec<tokio::task::JoinHandle<()>>) {
+    for w in waiters {
+        tokio::time::timeout(Duration::from_secs(10), w)
+            .await
+            .expect("every waiter is served")
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_offs_within_one_manager_go_in_the_release_answer_and_publish_nothing() {
+    let server = RedisServer::start();
+    let m = manager(&server).await;
+    let served = std::sync::Arc::default();
+    let held = m.acquire("local", &LockOptions::fair()).await.unwrap();
+    let waiters = queue_in_order(&[&m], "local", 5, &served).await;
+    held.release().await.unwrap();
+    all_served(waiters).await;
+    assert_eq!(*served.lock().unwrap(), [0, 1, 2, 3, 4]);
+    assert_eq!(server.command_calls("publish"), 0);
+
+    // Waiters taking turns between two managers: every hand-off crosses over, and is a message.
+    let other = manager(&server).await;
+    let served = std::sync::Arc::default();
+    let held = m.acquire("crossing", &LockOptions::fair()).await.unwrap();
+    let waiters = queue_in_order(&[&other, &m], "crossing", 5, &served).await;
+    held.release().await.unwrap();
+    all_served(waiters).await;
+    assert_eq!(*served.lock().unwrap(), [0, 1, 2, 3, 4]);
+    assert_eq!(server.command_calls("publish"), 5);
+}
