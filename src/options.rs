@@ -6,7 +6,9 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Mode {
-    /// Reentrant exclusive lock (Redisson's `RLock`): one owner at a time, waiters are not ordered.
+    /// Reentrant exclusive lock (Redisson's `RLock`): one owner at a time, waiters are not ordered
+    /// (a freed lock goes to whichever request asks first; under steady contention one can wait
+    /// much longer than the others: use [`Mode::Fair`] when order matters).
     #[default]
     Exclusive,
     /// Reentrant fair lock: waiters acquire in the order they arrived at the backend.
