@@ -123,8 +123,7 @@ async fn grant_racing_with_cancel_is_passed_on(fx: Fixture) {
     let started = Instant::now();
     for round in 0..100 {
         let holder = a.acquire("race", &LockOptions::fair()).await.unwrap();
-        // Half the rounds cancel a waiter of the holder's own manager: on Redis its grant comes
-        // back in the release's answer, not in a message.
+        // Half the rounds cancel a waiter of the holder's own manager, half one of another.
         let canceller = if round % 4 < 2 { &b } else { &a };
         let cancelled = {
             let m = canceller.clone();

@@ -42,12 +42,10 @@ pub(crate) enum Attempt {
 }
 
 /// The outcome of a release.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Released {
     /// The lock is free now (one waiter was told).
     Freed,
-    /// The lock went to `owner`, a fair waiter of this process, under `token`; nobody told it yet.
-    HandedOver { owner: String, token: u64 },
     /// The owner still holds it (re-entry count above zero).
     StillHeld,
     /// The owner did not hold it any more: the lease had been lost.

@@ -3,10 +3,10 @@
 use std::sync::Arc;
 
 use crate::backend::{Backend, HeldLock, Released};
-use crate::error::{BoxError, LockError};
+use crate::error::LockError;
 use crate::manager::Shared;
 use crate::options::Mode;
-use crate::waiters::{LockId, WaitRegistry};
+use crate::waiters::LockId;
 
 /// One hold of a lock by one owner.
 #[derive(Debug)]
@@ -36,12 +36,12 @@ impl Held {
     /// in the background.
     pub(crate) async fn release(self, key: &str) -> Result<(), LockError> {
         self.stop_renewing();
-        let (backend, waiters) = (self.shared.backend.clone(), self.shared.waiters.clone());
+        let backend = self.shared.backend.clone();
         let (id, owner, mode) = (self.id.clone(), self.owner.clone(), self.mode);
-        let call = Box::pin(async move { release(&backend, &waiters, &id, &owner, mode).await });
+        let call = Box::pin(async move { backend.release(&id, &owner, mode).await });
         let outcome = super::acquire::MustComplete::new(call, &self.shared).await;
         match outcome {
-            Ok(Released::Freed | Released::StillHeld | Released::HandedOver { .. }) => {
+            Ok(Released::Freed | Released::StillHeld) => {
                 tracing::debug!(key, "lock released");
                 Ok(())
             }
@@ -60,34 +60,12 @@ impl Held {
             memory.release(&self.id, &self.owner, self.mode);
             return;
         }
-        let (backend, waiters) = (self.shared.backend.clone(), self.shared.waiters.clone());
+        let backend = self.shared.backend.clone();
         let (id, owner, mode) = (self.id.clone(), self.owner.clone(), self.mode);
         self.shared.chore(Box::pin(async move {
-            if let Err(err) = release(&backend, &waiters, &id, &owner, mode).await {
+            if let Err(err) = backend.release(&id, &owner, mode).await {
                 tracing::warn!(error = %err, "background lock release failed; the lease will run out");
             }
         }));
     }
-}
-
-/// Release one hold of `owner` on `id`. A fair lock that the release handed to a waiter of this
-/// process (Redis says so in its answer instead of a message) is given to that waiter here, or
-/// passed on when it has stopped waiting.
-async fn release(
-    backend: &Backend,
-    waiters: &WaitRegistry,
-    id: &LockId,
-    owner: &str,
-    mode: Mode,
-) -> Result<Released, BoxError> {
-    let released = backend.release(id, owner, mode).await?;
-    if let Released::HandedOver { owner: next, token } = &released {
-        if !waiters.grant(id, next, *token) {
-            if let Err(err) = backend.leave_queue(id, next, Some(*token)).await {
-                // The grant's claim lease runs out, and the next heartbeat finds the lock free.
-                tracing::debug!(error = %err, "could not pass on a grant nobody here took");
-            }
-        }
-    }
-    Ok(released)
 }

@@ -121,11 +121,9 @@ local MAX_SKIPPED = 100
 -- Make the longest-waiting live waiter the owner of the free lock `lock`, with a short claim lease
 -- that its manager extends, and tell its manager. A waiter whose heartbeat ran out, or whose
 -- manager no longer listens, is dropped. `caller` (optional) is the waiter running this script: it
--- learns of a grant from the script's answer, not from a message. `here` (optional) is the manager
--- running this script: a grant to one of its waiters is not published but returned, as the owner
--- and the token, for that manager to hand over when the answer comes (one message less, and the
--- answer is the first thing Redis writes). Otherwise returns true when the lock was granted.
-local function grant_next(lock, q, fence, prefix, claim_ms, caller, here)
+-- learns of a grant from the script's answer, not from a message. Returns true when the lock was
+-- granted.
+local function grant_next(lock, q, fence, prefix, claim_ms, caller)
   for _ = 0, MAX_SKIPPED do
     local head = redis.call('ZPOPMIN', q)[1]
     if not head then
@@ -138,9 +136,6 @@ local function grant_next(lock, q, fence, prefix, claim_ms, caller, here)
         return true
       end
       local manager = string.match(head, '^[^:]+')
-      if manager == here then
-        return head, token
-      end
       local grant = 'g|' .. lock .. '|' .. head .. '|' .. int(token)
       if redis.call('PUBLISH', prefix .. manager, grant) > 0 then
         return true

@@ -2,8 +2,6 @@
 //! that keep live waiters queued and let dead ones be evicted.
 
 use super::{flag, keys, millis, scripts, slot_hint, RedisBackend};
-use redis::{FromRedisValue, Value};
-
 use crate::backend::{AcquireRequest, Attempt, HeldLock, Released};
 use crate::error::BoxError;
 use crate::waiters::LockId;
@@ -41,18 +39,9 @@ impl RedisBackend {
             .key(keys::fence(id))
             .arg(owner)
             .arg(&self.inbox_prefix)
-            .arg(millis(self.eviction))
-            .arg(&*self.manager_id);
-        // holds left, or {0, waiter of this manager, token}
-        let answer: Value = self.invoke(slot_hint(id), &call).await?;
-        Ok(match answer {
-            Value::Array(_) => {
-                let (_, owner, token): (i64, String, u64) =
-                    FromRedisValue::from_redis_value(answer)?;
-                Released::HandedOver { owner, token }
-            }
-            left => super::released(FromRedisValue::from_redis_value(left)?),
-        })
+            .arg(millis(self.eviction));
+        let left: i64 = self.invoke(slot_hint(id), &call).await?;
+        Ok(super::released(left))
     }
 
     pub(crate) async fn leave_queue(
