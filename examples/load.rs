@@ -122,7 +122,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Redis's CPU time (user + system) per acquisition, everything it did meanwhile included
         let per_acquisition = match (cpu_before, cpu_after) {
             (Some(before), Some(after)) if r.count > 0 => {
-                format!("{:.1?}", (after - before) / r.count as u32)
+                format!("{:.1?}", after.saturating_sub(before) / r.count as u32)
             }
             _ => "-".to_owned(),
         };
