@@ -12,8 +12,10 @@
 //! p50/p99, the hold time H really took (measured from acquire returning to release being called;
 //! H is slept on the blocking pool and finished with a short spin, as a tokio sleep would last
 //! 1-2 ms), the
-//! share of time the lock was held ("busy"; the rest is hand-off), and the PING round trip measured
-//! in the same run.
+//! share of time the lock was held ("busy"; the rest is hand-off), the mean hand-off of a hot key
+//! (the time between one holder's release being called and the next holder's acquire returning:
+//! 1/rate - hold) and its ratio to the PING round trip measured in the same run, and redis-server's
+//! CPU time per acquisition.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -100,7 +102,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("PING round trip (median of 1000): {rtt:.1?}");
     }
     println!(
-        "{:<46} {:>9} {:>7} {:>7} {:>6} {:>10} {:>10} {:>9} {:>6} {:>10}",
+        "{:<46} {:>9} {:>7} {:>7} {:>6} {:>10} {:>10} {:>9} {:>6} {:>9} {:>6} {:>10}",
         "scenario",
         "acq/s",
         "min",
@@ -110,6 +112,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "wait p99",
         "hold",
         "busy",
+        "hand-off",
+        "/RTT",
         "Redis/acq"
     );
     for s in scenarios {
@@ -127,14 +131,33 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             _ => "-".to_owned(),
         };
         let rate = r.count as f64 / run_for.as_secs_f64();
-        let busy = if s.keys == 1 {
-            rate * r.hold.as_secs_f64() * 100.0
-        } else {
-            f64::NAN
+        // One hot key is held by one task at a time: each acquisition is a hold and a hand-off.
+        let (busy, hand_off, ratio) = match (s.keys, rate > 0.0) {
+            (1, true) => {
+                let cycle = Duration::from_secs_f64(1.0 / rate);
+                let hand_off = cycle.saturating_sub(r.hold);
+                let ratio = rtt.map_or("-".to_owned(), |rtt| {
+                    format!("{:.2}", hand_off.as_secs_f64() / rtt.as_secs_f64())
+                });
+                let busy = format!("{:.0}%", rate * r.hold.as_secs_f64() * 100.0);
+                (busy, format!("{hand_off:.1?}"), ratio)
+            }
+            _ => ("-".to_owned(), "-".to_owned(), "-".to_owned()),
         };
         println!(
-            "{:<46} {:>9.0} {:>7} {:>7} {:>6.3} {:>10.1?} {:>10.1?} {:>9.1?} {:>5.0}% {:>10}",
-            s.name, rate, r.min, r.max, r.jain, r.p50, r.p99, r.hold, busy, per_acquisition
+            "{:<46} {:>9.0} {:>7} {:>7} {:>6.3} {:>10.1?} {:>10.1?} {:>9.1?} {:>6} {:>9} {:>6} {:>10}",
+            s.name,
+            rate,
+            r.min,
+            r.max,
+            r.jain,
+            r.p50,
+            r.p99,
+            r.hold,
+            busy,
+            hand_off,
+            ratio,
+            per_acquisition
         );
     }
     drop(server);
