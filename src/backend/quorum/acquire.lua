@@ -9,7 +9,7 @@
 -- Returns {1, token, 0} when acquired, {1, token, 1} when re-entered (the owner held it here
 -- already: token is that hold's), {0, pttl, 0} when busy.
 local lock, waiters, fence = KEYS[1], KEYS[2], KEYS[3]
-local owner, lease, manager = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local owner, lease, manager = ARGV[1], ARGV[2], ARGV[3]
 local will_wait, others = ARGV[4] == '1', ARGV[5] == '1'
 
 local holds, token, marked = lock_state(lock, owner)

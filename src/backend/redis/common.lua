@@ -39,24 +39,25 @@ local function next_clocked_token(fence, now)
   return last + 1
 end
 
--- Make `owner` the holder of the free `lock` for `lease` ms under fencing token `token`; `waited`
--- marks the lock as one that managers may be waiting for ('#w', exclusive mode).
+-- Make `owner` the holder of the free `lock` for `lease` ms (a decimal string, as the script got it)
+-- under fencing token `token`; `waited` marks the lock as one that managers may be waiting for
+-- ('#w', exclusive mode).
 local function take(lock, owner, lease, token, waited)
   if waited then
     redis.call('HSET', lock, owner, '1', '#t', int(token), '#w', '1')
   else
     redis.call('HSET', lock, owner, '1', '#t', int(token))
   end
-  redis.call('PEXPIRE', lock, int(lease))
+  redis.call('PEXPIRE', lock, lease)
   return token
 end
 
--- One more hold of `owner` on the lock it holds under `token`; the lease never shrinks. Returns the
--- token.
+-- One more hold of `owner` on the lock it holds under `token`, for `lease` ms (a decimal string);
+-- the lease never shrinks. Returns the token.
 local function reenter(lock, owner, lease, token)
   redis.call('HINCRBY', lock, owner, '1')
-  if redis.call('PTTL', lock) < lease then
-    redis.call('PEXPIRE', lock, int(lease))
+  if redis.call('PTTL', lock) < tonumber(lease) then
+    redis.call('PEXPIRE', lock, lease)
   end
   return tonumber(token)
 end
@@ -68,11 +69,16 @@ local function lock_state(lock, owner)
   return state[1], state[2], state[3]
 end
 
--- Record that `manager` waits for the held `lock` (whose remaining lease is `ttl` ms), and mark the
--- lock so that its release looks for waiting managers.
+-- The manager of an owner id ('<manager id>:<n>').
+local function manager_of(owner)
+  return string.match(owner, '^[^:]+')
+end
+
+-- Record that `manager` waits for the held `lock` (whose remaining lease is `ttl` ms; `lease` is the
+-- waiter's, a decimal string), and mark the lock so that its release looks for waiting managers.
 local function wait_in_line(lock, waiters, manager, ttl, lease, marked)
   redis.call('ZADD', waiters, 'NX', int(now_us()), manager)
-  redis.call('PEXPIRE', waiters, int(math.max(ttl, 0) + lease + 10000))
+  redis.call('PEXPIRE', waiters, int(math.max(ttl, 0) + tonumber(lease) + 10000))
   if not marked then
     redis.call('HSET', lock, '#w', '1')
   end
@@ -119,7 +125,7 @@ end
 local MAX_SKIPPED = 100
 
 -- Make the longest-waiting live waiter the owner of the free lock `lock`, with a short claim lease
--- that its manager extends, and tell its manager. A waiter whose heartbeat ran out, or whose
+-- (`claim_ms`, a decimal string) that its manager extends, and tell its manager. A waiter whose heartbeat ran out, or whose
 -- manager no longer listens, is dropped. `caller` (optional) is the waiter running this script: it
 -- learns of a grant from the script's answer, not from a message. Returns true when the lock was
 -- granted.
@@ -135,9 +141,8 @@ local function grant_next(lock, q, fence, prefix, claim_ms, caller)
       if head == caller then
         return true
       end
-      local manager = string.match(head, '^[^:]+')
       local grant = 'g|' .. lock .. '|' .. head .. '|' .. int(token)
-      if redis.call('PUBLISH', prefix .. manager, grant) > 0 then
+      if redis.call('PUBLISH', prefix .. manager_of(head), grant) > 0 then
         return true
       end
       redis.call('DEL', lock)

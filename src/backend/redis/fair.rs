@@ -22,10 +22,10 @@ impl RedisBackend {
             .arg(flag(req.queued))
             .arg(millis(self.eviction))
             .arg(&self.inbox_prefix);
-        let (acquired, value): (i64, i64) = self
+        let answer: i64 = self
             .invoke_within(slot_hint(req.id), &call, super::LATE_REPLY)
             .await?;
-        Ok(super::attempt(acquired, value))
+        Ok(super::attempt(answer))
     }
 
     pub(crate) async fn fair_release(

@@ -9,7 +9,7 @@ redis.call('DEL', heartbeat)
 local token_matches = ARGV[5] == '0' or redis.call('HGET', lock, '#t') == ARGV[5]
 if ARGV[2] == '1' and token_matches and redis.call('HGET', lock, ARGV[1]) == '1' then
   redis.call('DEL', lock)
-  grant_next(lock, q, fence, ARGV[3], tonumber(ARGV[4]))
+  grant_next(lock, q, fence, ARGV[3], ARGV[4])
   return 1
 end
 return 0

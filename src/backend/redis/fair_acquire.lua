@@ -2,11 +2,11 @@
 -- KEYS: lock hash, queue, this owner's heartbeat key, fencing counter
 -- ARGV: owner, lease ms, will wait ('1'/'0'), already queued ('1'/'0'), eviction ms (heartbeat
 --       deadline and claim lease), inbox channel prefix
--- Returns {1, token} when acquired, {0, pttl} when busy.
+-- Returns the fencing token (> 0) when acquired; when busy, -1 - the lock's remaining lease in ms.
 local lock, q, heartbeat, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local owner, lease = ARGV[1], tonumber(ARGV[2])
+local owner, lease = ARGV[1], ARGV[2]
 local will_wait, queued = ARGV[3] == '1', ARGV[4] == '1'
-local eviction, prefix = tonumber(ARGV[5]), ARGV[6]
+local eviction, prefix = ARGV[5], ARGV[6]
 
 local holds, token = lock_state(lock, owner)
 if holds then
@@ -16,10 +16,10 @@ if holds then
     -- passed on from under us.
     token = next_token(fence)
     redis.call('HSET', lock, '#t', int(token))
-    redis.call('PEXPIRE', lock, int(lease))
-    return {1, token}
+    redis.call('PEXPIRE', lock, lease)
+    return token
   end
-  return {1, reenter(lock, owner, lease, token)}
+  return reenter(lock, owner, lease, token)
 end
 
 if not token then
@@ -31,8 +31,8 @@ if not token then
       holds, token = lock_state(lock, owner)
       if holds then
         -- the waiters ahead of us were dead: the lock came to us
-        redis.call('PEXPIRE', lock, int(lease))
-        return {1, tonumber(token)}
+        redis.call('PEXPIRE', lock, lease)
+        return tonumber(token)
       end
     else
       -- every waiter skipped was dead; live ones may remain ahead of us
@@ -43,16 +43,16 @@ if not token then
   if ours then
     redis.call('ZREM', q, owner)
     redis.call('DEL', heartbeat)
-    return {1, take(lock, owner, lease, next_token(fence))}
+    return take(lock, owner, lease, next_token(fence))
   end
 end
 
 if will_wait then
   redis.call('ZADD', q, 'NX', int(now_us()), owner)
-  redis.call('SET', heartbeat, '1', 'PX', int(eviction))
+  redis.call('SET', heartbeat, '1', 'PX', eviction)
 end
 local ttl = redis.call('PTTL', lock)
 if ttl < 0 then
   ttl = 0
 end
-return {0, ttl}
+return -1 - ttl

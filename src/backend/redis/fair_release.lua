@@ -7,5 +7,5 @@ local left = drop_hold(lock, ARGV[1])
 if left ~= 0 then
   return left
 end
-grant_next(lock, q, fence, ARGV[2], tonumber(ARGV[3]))
+grant_next(lock, q, fence, ARGV[2], ARGV[3])
 return 0

@@ -45,16 +45,26 @@ fn flag(b: bool) -> &'static str {
     }
 }
 
-/// An acquire script's answer: `{1, token}` or `{0, pttl}`.
-fn attempt(acquired: i64, value: i64) -> Attempt {
-    if acquired == 1 {
-        Attempt::Acquired {
-            token: u64::try_from(value).unwrap_or(0),
-        }
-    } else {
-        Attempt::Busy {
-            ttl: u64::try_from(value).ok().map(Duration::from_millis),
-        }
+/// An acquire script's answer: the fencing token (> 0) when acquired; when busy, -1 - the holder's
+/// remaining lease in ms (0 when Redis knows none).
+fn attempt(answer: i64) -> Attempt {
+    match u64::try_from(answer) {
+        Ok(token) if token > 0 => Attempt::Acquired { token },
+        _ => Attempt::Busy {
+            ttl: u64::try_from(-1 - answer).ok().map(Duration::from_millis),
+        },
+    }
+}
+
+/// How an exclusive acquire attempt waits, for the acquire script: '' it does not, 'w' it will,
+/// 'o' other requests of this process wait too, 'r' an earlier attempt found the lock busy.
+fn wait_mode(req: &AcquireRequest<'_>) -> &'static str {
+    match (req.will_wait, req.others_waiting, req.queued) {
+        (false, _, _) => "",
+        (true, false, false) => "w",
+        (true, true, false) => "wo",
+        (true, false, true) => "wr",
+        (true, true, true) => "wor",
     }
 }
 
@@ -174,14 +184,11 @@ impl RedisBackend {
             .key(keys::fence(req.id))
             .arg(req.owner)
             .arg(millis(req.lease))
-            .arg(&*self.manager_id)
-            .arg(flag(req.will_wait))
-            .arg(flag(req.others_waiting))
-            .arg(flag(req.queued));
-        let (acquired, value): (i64, i64) = self
+            .arg(wait_mode(req));
+        let answer: i64 = self
             .invoke_within(slot_hint(req.id), &call, LATE_REPLY)
             .await?;
-        Ok(attempt(acquired, value))
+        Ok(attempt(answer))
     }
 
     pub(crate) async fn release(&self, id: &LockId, owner: &str) -> Result<Released, BoxError> {
@@ -218,5 +225,28 @@ impl RedisBackend {
             .arg(flag(departure.pass_on))
             .arg(&self.inbox_prefix);
         self.invoke::<i64>(slot_hint(id), &call).await.map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_acquire_answer_is_a_token_or_the_holders_remaining_lease() {
+        assert!(matches!(attempt(1), Attempt::Acquired { token: 1 }));
+        assert!(matches!(
+            attempt(1_700_000_000_000_001),
+            Attempt::Acquired {
+                token: 1_700_000_000_000_001
+            }
+        ));
+        let busy = |answer| match attempt(answer) {
+            Attempt::Busy { ttl } => ttl,
+            Attempt::Acquired { token } => panic!("{answer} read as acquired with token {token}"),
+        };
+        assert_eq!(busy(-1), Some(Duration::ZERO));
+        assert_eq!(busy(-30_001), Some(Duration::from_secs(30)));
+        assert_eq!(busy(0), None, "a lock without a lease");
     }
 }

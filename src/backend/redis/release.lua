@@ -5,11 +5,12 @@
 -- Returns -1 when the owner did not hold the lock, else the holds left (0: freed).
 local lock, waiters, owner = KEYS[1], KEYS[2], ARGV[1]
 local state = redis.call('HMGET', lock, owner, '#w')
-local holds = tonumber(state[1])
+local holds = state[1]
 if not holds then
   return -1
 end
-if holds > 1 then
+-- holds are whole numbers from '1' up: comparing strings spares a conversion
+if holds ~= '1' then
   return redis.call('HINCRBY', lock, owner, '-1')
 end
 redis.call('DEL', lock)

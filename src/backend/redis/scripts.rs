@@ -155,6 +155,7 @@ mod tests {
                 "int",
                 "next_token",
                 "take",
+                "manager_of",
                 "drop_hold",
                 "heartbeat_key",
                 "MAX_SKIPPED",
