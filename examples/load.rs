@@ -5,17 +5,18 @@
 //! cargo run --release --example load                 # every scenario, 5 s each
 //! cargo run --release --example load -- hot fair     # only scenarios whose name has both words
 //! LOAD_SECS=2 cargo run --release --example load -- --memory
+//! LOAD_POOL=4 cargo run --release --example load -- spread   # 4 connections per manager (default 1)
 //! ```
 //!
 //! Tasks are split over two managers (two replicas). Each loops acquire -> hold H -> release.
 //! Reported: acquisitions/s, per-task counts (min/max and Jain's fairness index), acquire wait
 //! p50/p99, the hold time H really took (measured from acquire returning to release being called;
 //! H is slept on the blocking pool and finished with a short spin, as a tokio sleep would last
-//! 1-2 ms), the
-//! share of time the lock was held ("busy"; the rest is hand-off), the mean hand-off of a hot key
+//! 1-2 ms), the share of time the lock was held ("busy"; the rest is hand-off), the mean hand-off of a hot key
 //! (the time between one holder's release being called and the next holder's acquire returning:
-//! 1/rate - hold) and its ratio to the PING round trip measured in the same run, and redis-server's
-//! CPU time per acquisition.
+//! 1/rate - hold) and its ratio to the PING round trip measured in the same run, and the CPU time
+//! per acquisition of redis-server and of this process (the two managers and their tasks). On
+//! this 2-core machine the two together bound the throughput of many keys: 2 s of CPU a second.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -57,10 +58,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let managers = match &url {
-        Some(url) => [
-            LockManager::redis(url).await?,
-            LockManager::redis(url).await?,
-        ],
+        Some(url) => {
+            // LOAD_POOL: connections per manager, for comparing pool sizes (the builder's default
+            // otherwise)
+            let pool = std::env::var("LOAD_POOL").ok().and_then(|s| s.parse().ok());
+            let manager = || async {
+                let builder = LockManager::builder().redis(url.clone());
+                match pool {
+                    Some(size) => builder.pool_size(size),
+                    None => builder,
+                }
+                .build()
+                .await
+            };
+            [manager().await?, manager().await?]
+        }
         None => {
             let m = LockManager::memory();
             [m.clone(), m]
@@ -102,7 +114,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("PING round trip (median of 1000): {rtt:.1?}");
     }
     println!(
-        "{:<46} {:>9} {:>7} {:>7} {:>6} {:>10} {:>10} {:>9} {:>6} {:>9} {:>6} {:>10}",
+        "{:<46} {:>9} {:>7} {:>7} {:>6} {:>10} {:>10} {:>9} {:>6} {:>9} {:>6} {:>10} {:>10}",
         "scenario",
         "acq/s",
         "min",
@@ -114,17 +126,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "busy",
         "hand-off",
         "/RTT",
-        "Redis/acq"
+        "Redis/acq",
+        "client/acq"
     );
     for s in scenarios {
         if !filters.iter().all(|f| s.name.contains(f.as_str())) {
             continue;
         }
         let cpu_before = redis_cpu(url.as_deref()).await;
+        let client_before = client_cpu();
         let r = run(&managers, &s, run_for).await;
+        let client_after = client_cpu();
         let cpu_after = redis_cpu(url.as_deref()).await;
         // Redis's CPU time (user + system) per acquisition, everything it did meanwhile included
         let per_acquisition = match (cpu_before, cpu_after) {
+            (Some(before), Some(after)) if r.count > 0 => {
+                format!("{:.1?}", after.saturating_sub(before) / r.count as u32)
+            }
+            _ => "-".to_owned(),
+        };
+        // this process's CPU time per acquisition: the two managers and the tasks driving them
+        let client_per_acquisition = match (client_before, client_after) {
             (Some(before), Some(after)) if r.count > 0 => {
                 format!("{:.1?}", after.saturating_sub(before) / r.count as u32)
             }
@@ -145,7 +167,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             _ => ("-".to_owned(), "-".to_owned(), "-".to_owned()),
         };
         println!(
-            "{:<46} {:>9.0} {:>7} {:>7} {:>6.3} {:>10.1?} {:>10.1?} {:>9.1?} {:>6} {:>9} {:>6} {:>10}",
+            "{:<46} {:>9.0} {:>7} {:>7} {:>6.3} {:>10.1?} {:>10.1?} {:>9.1?} {:>6} {:>9} {:>6} {:>10} {:>10}",
             s.name,
             rate,
             r.min,
@@ -157,7 +179,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             busy,
             hand_off,
             ratio,
-            per_acquisition
+            per_acquisition,
+            client_per_acquisition
         );
     }
     drop(server);
@@ -247,6 +270,17 @@ fn sleep_until(until: Instant) {
     while Instant::now() < until {
         std::hint::spin_loop();
     }
+}
+
+/// The CPU time this process has used (user + system, all threads), from `/proc/self/stat` (in
+/// Linux's fixed USER_HZ of 100 ticks a second); `None` where there is no such file.
+fn client_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // the fields after the command name, which is in parentheses and may hold spaces
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // utime and stime are the 14th and 15th fields of the line, the 12th and 13th after the name
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
 }
 
 /// The CPU time redis-server has used (`used_cpu_user` + `used_cpu_sys` of `INFO cpu`).

@@ -59,7 +59,7 @@ impl Default for LockManagerBuilder {
             eviction: DEFAULT_FAIR_EVICTION,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             node_timeout: DEFAULT_NODE_TIMEOUT,
-            pool_size: 4,
+            pool_size: 1,
             target: Target::Memory,
         }
     }
@@ -96,7 +96,12 @@ impl LockManagerBuilder {
         self
     }
 
-    /// Connections in the command pool (default 4; each carries many commands in flight).
+    /// Connections in the command pool (default 1). One multiplexed connection carries every
+    /// command of the process in flight at once (pipelined), and the more commands share a
+    /// connection, the fewer reads and writes Redis and this process make for them: on a 2-core
+    /// machine, 1 connection served ~5-15 % more acquisitions a second over many keys than 4, with
+    /// less CPU per acquisition on both sides (BENCHMARKS.md). More connections spread the work
+    /// of reading and writing over more tasks.
     pub fn pool_size(mut self, size: u32) -> Self {
         self.pool_size = size;
         self
