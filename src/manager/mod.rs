@@ -141,9 +141,26 @@ impl Shared {
         let _ = self.chores.send(chore);
     }
 
+    /// `<manager id>:<seq>`, written without the formatting machinery: this runs for every
+    /// request.
     fn new_owner_id(&self) -> Arc<str> {
-        let seq = self.next_owner.fetch_add(1, Ordering::Relaxed);
-        Arc::from(format!("{}:{seq}", self.id))
+        let mut seq = self.next_owner.fetch_add(1, Ordering::Relaxed);
+        let mut digits = [0u8; 20];
+        let mut start = digits.len();
+        loop {
+            start -= 1;
+            digits[start] = b'0' + (seq % 10) as u8;
+            seq /= 10;
+            if seq == 0 {
+                break;
+            }
+        }
+        let digits = std::str::from_utf8(&digits[start..]).unwrap_or_default();
+        let mut id = String::with_capacity(self.id.len() + 1 + digits.len());
+        id.push_str(&self.id);
+        id.push(':');
+        id.push_str(digits);
+        Arc::from(id)
     }
 }
 
@@ -377,4 +394,23 @@ impl LockOwner {
 
 pub(crate) fn new_manager_id() -> Arc<str> {
     Arc::from(uuid::Uuid::new_v4().simple().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn owner_ids_are_the_manager_id_and_a_count() {
+        let manager = LockManager::memory();
+        let shared = &manager.shared;
+        let (first, second) = (manager.owner(), manager.owner());
+        assert_eq!(*first.id, format!("{}:1", shared.id));
+        assert_eq!(*second.id, format!("{}:2", shared.id));
+        shared.next_owner.store(9, Ordering::Relaxed);
+        assert_eq!(*manager.owner().id, format!("{}:9", shared.id));
+        assert_eq!(*manager.owner().id, format!("{}:10", shared.id));
+        shared.next_owner.store(u64::MAX, Ordering::Relaxed);
+        assert_eq!(*manager.owner().id, format!("{}:{}", shared.id, u64::MAX));
+    }
 }

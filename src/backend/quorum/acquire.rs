@@ -10,7 +10,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::round::{drift, gather, jitter, NodeCall, Verdict};
 use super::{bounded, Node, QuorumBackend, ACQUIRE, FAIR_REFUSED};
-use crate::backend::redis::{fence_key, waiters_key};
+use crate::backend::redis::{fence_key, waiters_key, ScriptCall};
 use crate::backend::{AcquireRequest, Attempt, HeldLock};
 use crate::error::BoxError;
 use crate::options::Mode;
@@ -257,7 +257,7 @@ impl QuorumBackend {
         let (redis, up) = (self.nodes[i].redis.clone(), self.nodes[i].up.clone());
         let (lock, manager, timeout) = (lock.clone(), self.manager_id.clone(), self.node_timeout);
         Box::pin(async move {
-            let mut call = ACQUIRE.prepare_invoke();
+            let mut call = ScriptCall::new(&ACQUIRE, 3);
             call.key(&*lock.id)
                 .key(waiters_key(&lock.id))
                 .key(fence_key(&lock.id))

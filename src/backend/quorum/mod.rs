@@ -25,7 +25,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::Script;
 use tokio::sync::mpsc;
 
-use super::redis::{waiters_key, RedisBackend};
+use super::redis::{waiters_key, RedisBackend, ScriptCall};
 use super::{HeldLock, Released};
 use crate::error::BoxError;
 use crate::key::LockKey;
@@ -178,7 +178,7 @@ impl QuorumBackend {
             );
             let (timeout, up) = (self.node_timeout, node.up.clone());
             Box::pin(async move {
-                let mut call = RELEASE.prepare_invoke();
+                let mut call = ScriptCall::new(&RELEASE, 2);
                 call.key(&*lock.id)
                     .key(waiters_key(&lock.id))
                     .arg(&*lock.owner)

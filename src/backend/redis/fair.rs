@@ -1,7 +1,7 @@
 //! Fair (FIFO) locks on Redis: a queue per lock, grants made by the release script, heartbeats
 //! that keep live waiters queued and let dead ones be evicted.
 
-use super::{flag, keys, millis, scripts, slot_hint, RedisBackend};
+use super::{flag, keys, millis, scripts, slot_hint, RedisBackend, ScriptCall};
 use crate::backend::{AcquireRequest, Attempt, HeldLock, Released};
 use crate::error::BoxError;
 use crate::waiters::LockId;
@@ -11,7 +11,7 @@ impl RedisBackend {
         &self,
         req: &AcquireRequest<'_>,
     ) -> Result<Attempt, BoxError> {
-        let mut call = scripts::FAIR_ACQUIRE.prepare_invoke();
+        let mut call = ScriptCall::new(&scripts::FAIR_ACQUIRE, 4);
         call.key(&**req.id)
             .key(keys::queue(req.id))
             .key(keys::heartbeat(req.id, req.owner))
@@ -33,7 +33,7 @@ impl RedisBackend {
         id: &LockId,
         owner: &str,
     ) -> Result<Released, BoxError> {
-        let mut call = scripts::FAIR_RELEASE.prepare_invoke();
+        let mut call = ScriptCall::new(&scripts::FAIR_RELEASE, 3);
         call.key(&**id)
             .key(keys::queue(id))
             .key(keys::fence(id))
@@ -50,7 +50,7 @@ impl RedisBackend {
         owner: &str,
         grant: Option<u64>,
     ) -> Result<(), BoxError> {
-        let mut call = scripts::FAIR_ABANDON.prepare_invoke();
+        let mut call = ScriptCall::new(&scripts::FAIR_ABANDON, 4);
         call.key(&**id)
             .key(keys::queue(id))
             .key(keys::heartbeat(id, owner))
@@ -64,13 +64,15 @@ impl RedisBackend {
     }
 
     pub(crate) async fn heartbeat(&self, batch: &[HeldLock]) -> Result<Vec<bool>, BoxError> {
-        let mut call = scripts::HEARTBEAT.prepare_invoke();
-        call.arg(millis(self.eviction));
+        let mut call = ScriptCall::new(&scripts::HEARTBEAT, 3 * batch.len());
         for waiter in batch {
             call.key(&*waiter.id)
                 .key(keys::queue(&waiter.id))
-                .key(keys::heartbeat(&waiter.id, &waiter.owner))
-                .arg(&*waiter.owner);
+                .key(keys::heartbeat(&waiter.id, &waiter.owner));
+        }
+        call.arg(millis(self.eviction));
+        for waiter in batch {
+            call.arg(&*waiter.owner);
         }
         let hint = batch.first().map_or(0, |w| slot_hint(&w.id));
         let states: Vec<i64> = self.invoke(hint, &call).await?;

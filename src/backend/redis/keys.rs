@@ -11,24 +11,53 @@ const MAX_ESCAPED_LEN: usize = 200;
 /// hashed name (which starts with `#`) can never equal an escaped one.
 pub(crate) fn escape(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
-    for c in name.chars() {
-        match c {
-            '{' | '}' | ':' | '%' | '#' | ' ' | '\u{0}'..='\u{1f}' | '\u{7f}' => {
-                out.push_str(&format!("%{:02X}", c as u32));
-            }
-            _ => out.push(c),
-        }
-    }
-    if out.len() > MAX_ESCAPED_LEN {
-        let digest = Sha256::digest(name.as_bytes());
-        let mut hashed = String::with_capacity(1 + 64);
-        hashed.push('#');
-        for byte in digest {
-            hashed.push_str(&format!("{byte:02x}"));
-        }
-        return hashed;
-    }
+    push_escaped(&mut out, name);
     out
+}
+
+/// Whether `byte` is written as `%XX`. Every such byte is ASCII, so it never splits a UTF-8
+/// character: the bytes between two of them are whole characters.
+fn needs_escape(byte: u8) -> bool {
+    matches!(
+        byte,
+        b'{' | b'}' | b':' | b'%' | b'#' | b' ' | 0..=0x1f | 0x7f
+    )
+}
+
+/// Append `name`, escaped (see [`escape`]), to `out`.
+fn push_escaped(out: &mut String, name: &str) {
+    const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
+    const HEX_LOWER: &[u8; 16] = b"0123456789abcdef";
+    let start = out.len();
+    let mut plain = 0;
+    for (at, byte) in name.bytes().enumerate() {
+        if needs_escape(byte) {
+            out.push_str(&name[plain..at]);
+            out.push('%');
+            out.push(char::from(HEX_UPPER[usize::from(byte >> 4)]));
+            out.push(char::from(HEX_UPPER[usize::from(byte & 0xf)]));
+            plain = at + 1;
+        }
+    }
+    out.push_str(&name[plain..]);
+    if out.len() - start > MAX_ESCAPED_LEN {
+        out.truncate(start);
+        out.push('#');
+        for byte in Sha256::digest(name.as_bytes()) {
+            out.push(char::from(HEX_LOWER[usize::from(byte >> 4)]));
+            out.push(char::from(HEX_LOWER[usize::from(byte & 0xf)]));
+        }
+    }
+}
+
+/// `lock` followed by `suffix`, in one allocation.
+fn suffixed(lock: &str, suffix: &[&str]) -> String {
+    let mut key = String::with_capacity(lock.len() + suffix.iter().map(|s| s.len()).sum::<usize>());
+    key.push_str(lock);
+    for part in suffix {
+        key.push_str(part);
+    }
+    key
 }
 
 /// The Redis names of one namespace.
@@ -46,7 +75,13 @@ impl KeySpace {
 
     /// The lock's hash: `{N:K}`. Its other keys append a suffix to it.
     pub(crate) fn lock(&self, name: &str) -> String {
-        format!("{{{}:{}}}", self.namespace, escape(name))
+        let mut key = String::with_capacity(self.namespace.len() + name.len() + 3);
+        key.push('{');
+        key.push_str(&self.namespace);
+        key.push(':');
+        push_escaped(&mut key, name);
+        key.push('}');
+        key
     }
 
     /// The pub/sub channel of one manager's inbox.
@@ -62,23 +97,23 @@ impl KeySpace {
 
 /// The managers waiting for a lock (exclusive mode).
 pub(crate) fn waiters(lock: &str) -> String {
-    format!("{lock}:w")
+    suffixed(lock, &[":w"])
 }
 
 /// A fair lock's queue: waiter -> arrival time.
 pub(crate) fn queue(lock: &str) -> String {
-    format!("{lock}:q")
+    suffixed(lock, &[":q"])
 }
 
 /// A queued fair waiter's heartbeat key: it lives while the waiter's manager heartbeats it (the Lua
 /// scripts build the same name in `heartbeat_key`).
 pub(crate) fn heartbeat(lock: &str, waiter: &str) -> String {
-    format!("{lock}:hb:{waiter}")
+    suffixed(lock, &[":hb:", waiter])
 }
 
 /// The lock's fencing counter.
 pub(crate) fn fence(lock: &str) -> String {
-    format!("{lock}:f")
+    suffixed(lock, &[":f"])
 }
 
 #[cfg(test)]
@@ -113,5 +148,50 @@ mod tests {
         assert_ne!(escape(&escaped), escaped); // a user name equal to a hash gets its '#' escaped
         assert_ne!(escape(&"k".repeat(501)), escaped);
         assert_eq!(escape("\n\u{7f}"), "%0A%7F");
+    }
+
+    /// Escaping as a plain reading of its rule: character by character, then the hash.
+    fn escape_by_the_rule(name: &str) -> String {
+        let mut out = String::new();
+        for c in name.chars() {
+            match c {
+                '{' | '}' | ':' | '%' | '#' | ' ' | '\u{0}'..='\u{1f}' | '\u{7f}' => {
+                    out.push_str(&format!("%{:02X}", c as u32));
+                }
+                _ => out.push(c),
+            }
+        }
+        if out.len() > MAX_ESCAPED_LEN {
+            let digest = Sha256::digest(name.as_bytes());
+            out = std::iter::once("#".to_owned())
+                .chain(digest.iter().map(|byte| format!("{byte:02x}")))
+                .collect();
+        }
+        out
+    }
+
+    #[test]
+    fn escaping_follows_its_rule_for_every_kind_of_name() {
+        for name in [
+            "",
+            "account:42",
+            "plain",
+            "%41",
+            "#hash",
+            "{tag}",
+            "ключ:1 {ü} ✓",
+            "tab\there\u{1f}\u{7f}\u{80}",
+            &":".repeat(67),
+            &":".repeat(66),
+            &"ü".repeat(150),
+            &"k".repeat(200),
+            &"k".repeat(201),
+        ] {
+            assert_eq!(escape(name), escape_by_the_rule(name), "{name:?}");
+        }
+        let ks = KeySpace::new("ns");
+        assert_eq!(ks.lock("a:b"), format!("{{ns:{}}}", escape("a:b")));
+        assert_eq!(heartbeat("{ns:a}", "m:1"), "{ns:a}:hb:m:1");
+        assert_eq!(queue("{ns:a}"), "{ns:a}:q");
     }
 }

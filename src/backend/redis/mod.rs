@@ -1,6 +1,7 @@
 //! The Redis backend: a bb8 command pool, the Lua scripts, and key naming. The inbox (the one
 //! pub/sub connection) lives beside it and is driven by the manager.
 
+mod call;
 mod fair;
 mod inbox;
 mod keys;
@@ -10,8 +11,9 @@ mod scripts;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{FromRedisValue, ScriptInvocation};
+use redis::FromRedisValue;
 
+pub(crate) use call::ScriptCall;
 pub(crate) use inbox::{Inbox, Subscription, Unclaimed};
 pub(crate) use keys::KeySpace;
 pub(crate) use keys::{fence as fence_key, waiters as waiters_key};
@@ -119,11 +121,7 @@ impl RedisBackend {
     /// Run one script call, bounded by the command timeout.
     /// `hint` picks the connection: the same lock always uses the same one, so its commands from
     /// this process reach Redis in the order they were sent.
-    async fn invoke<T: FromRedisValue>(
-        &self,
-        hint: u64,
-        call: &ScriptInvocation<'_>,
-    ) -> Result<T, BoxError> {
+    async fn invoke<T: FromRedisValue>(&self, hint: u64, call: &ScriptCall) -> Result<T, BoxError> {
         self.invoke_within(hint, call, self.timeout).await
     }
 
@@ -132,14 +130,14 @@ impl RedisBackend {
     async fn invoke_within<T: FromRedisValue>(
         &self,
         hint: u64,
-        call: &ScriptInvocation<'_>,
+        call: &ScriptCall,
         patience: Duration,
     ) -> Result<T, BoxError> {
         let too_slow =
             || -> BoxError { format!("Redis did not answer within {:?}", self.timeout).into() };
         // Checking out a fresh connection is bounded by bb8's own connection timeout.
         let (mut conn, broken) = self.pool.conn(hint).await?;
-        let reply = call.invoke_async::<T>(&mut conn);
+        let reply = call.invoke::<T>(&mut conn);
         tokio::pin!(reply);
         let outcome = match tokio::time::timeout(self.timeout, &mut reply).await {
             Ok(outcome) => outcome,
@@ -169,7 +167,7 @@ impl RedisBackend {
     pub(crate) async fn run_script<T: FromRedisValue>(
         &self,
         id: &str,
-        call: &ScriptInvocation<'_>,
+        call: &ScriptCall,
     ) -> Result<T, BoxError> {
         self.invoke(slot_hint(id), call).await
     }
@@ -178,7 +176,7 @@ impl RedisBackend {
         if req.mode == crate::options::Mode::Fair {
             return self.fair_try_acquire(req).await;
         }
-        let mut call = scripts::ACQUIRE.prepare_invoke();
+        let mut call = ScriptCall::new(&scripts::ACQUIRE, 3);
         call.key(&**req.id)
             .key(keys::waiters(req.id))
             .key(keys::fence(req.id))
@@ -192,7 +190,7 @@ impl RedisBackend {
     }
 
     pub(crate) async fn release(&self, id: &LockId, owner: &str) -> Result<Released, BoxError> {
-        let mut call = scripts::RELEASE.prepare_invoke();
+        let mut call = ScriptCall::new(&scripts::RELEASE, 2);
         call.key(&**id)
             .key(keys::waiters(id))
             .arg(owner)
@@ -206,10 +204,13 @@ impl RedisBackend {
         batch: &[HeldLock],
         lease: Duration,
     ) -> Result<Vec<bool>, BoxError> {
-        let mut call = scripts::RENEW.prepare_invoke();
+        let mut call = ScriptCall::new(&scripts::RENEW, batch.len());
+        for lock in batch {
+            call.key(&*lock.id);
+        }
         call.arg(millis(lease));
         for lock in batch {
-            call.key(&*lock.id).arg(&*lock.owner);
+            call.arg(&*lock.owner);
         }
         let hint = batch.first().map_or(0, |lock| slot_hint(&lock.id));
         let renewed: Vec<i64> = self.invoke(hint, &call).await?;
@@ -217,7 +218,7 @@ impl RedisBackend {
     }
 
     pub(crate) async fn abandon(&self, id: &LockId, departure: Departure) -> Result<(), BoxError> {
-        let mut call = scripts::ABANDON.prepare_invoke();
+        let mut call = ScriptCall::new(&scripts::ABANDON, 2);
         call.key(&**id)
             .key(keys::waiters(id))
             .arg(&*self.manager_id)
