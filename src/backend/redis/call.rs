@@ -2,8 +2,11 @@
 //! every key and argument in a buffer of its own and copies them all again into the command, which
 //! is a fifth of the client's work per lock operation.
 
-use redis::aio::MultiplexedConnection;
-use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, ToRedisArgs};
+use redis::{
+    Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, ToRedisArgs, Value,
+};
+
+use super::pool::Channel;
 
 /// An `EVALSHA` of one script: its keys first, then its arguments.
 pub(crate) struct ScriptCall {
@@ -46,17 +49,16 @@ impl ScriptCall {
 
     /// Run the call; a server that lost the script (restarted, or its cache flushed) gets it
     /// loaded and the call again.
-    pub(crate) async fn invoke<T: FromRedisValue>(
-        &self,
-        conn: &mut MultiplexedConnection,
-    ) -> RedisResult<T> {
+    pub(crate) async fn invoke<T: FromRedisValue>(&self, conn: &mut Channel) -> RedisResult<T> {
         debug_assert_eq!(self.keys_left, 0, "fewer keys than declared");
-        match self.cmd.query_async(conn).await {
+        // a server's error answer becomes an error, as `Cmd::query_async` makes it
+        let answer = match conn.query(&self.cmd).await.and_then(Value::extract_error) {
             Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                self.script.load_async(conn).await?;
-                self.cmd.query_async(conn).await
+                conn.load(self.script).await?;
+                conn.query(&self.cmd).await.and_then(Value::extract_error)
             }
             answer => answer,
-        }
+        }?;
+        Ok(T::from_redis_value(answer)?)
     }
 }

@@ -5,6 +5,7 @@ mod call;
 mod fair;
 mod inbox;
 mod keys;
+mod outbox;
 mod pool;
 mod scripts;
 

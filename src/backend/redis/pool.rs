@@ -11,6 +11,7 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, RedisError};
 
+use super::outbox::Outbox;
 use crate::error::BoxError;
 
 /// The pool type users may pass to [`crate::LockManagerBuilder::redis_pool`].
@@ -34,10 +35,11 @@ impl Connector {
     }
 }
 
-/// A pooled connection and its broken flag, shared with the clones in flight.
+/// A pooled connection, its outbox and its broken flag, shared with the calls in flight.
 #[derive(Clone)]
 pub(crate) struct Tracked {
     conn: MultiplexedConnection,
+    outbox: Arc<Outbox>,
     broken: Arc<AtomicBool>,
 }
 
@@ -59,6 +61,7 @@ impl bb8::ManageConnection for Connector {
         }
         load.query_async::<()>(&mut conn).await?;
         Ok(Tracked {
+            outbox: Arc::new(Outbox::new(conn.clone())),
             conn,
             broken: Arc::new(AtomicBool::new(false)),
         })
@@ -92,6 +95,30 @@ impl BrokenFlag {
         if let Some(flag) = &self.0 {
             flag.store(true, Ordering::Relaxed);
         }
+    }
+}
+
+/// How a command reaches Redis: through the outbox of one of our connections, or straight on a
+/// connection of a pool the user built (used as its owner configured it).
+pub(crate) enum Channel {
+    Batched(Arc<Outbox>, MultiplexedConnection),
+    Direct(MultiplexedConnection),
+}
+
+impl Channel {
+    /// Send `cmd` and wait for its reply.
+    pub(crate) async fn query(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
+        use redis::aio::ConnectionLike;
+        match self {
+            Channel::Batched(outbox, _) => outbox.send(cmd.clone()).await,
+            Channel::Direct(conn) => conn.req_packed_command(cmd).await,
+        }
+    }
+
+    /// Load `script` into the server (it lost it: restarted, or its script cache was flushed).
+    pub(crate) async fn load(&mut self, script: &redis::Script) -> redis::RedisResult<()> {
+        let (Channel::Batched(_, conn) | Channel::Direct(conn)) = self;
+        script.load_async(conn).await.map(drop)
     }
 }
 
@@ -142,16 +169,14 @@ impl CommandPool {
         }
     }
 
-    /// A connection to send on for the lock that hashes to `hint`, and the flag to mark it broken.
-    pub(crate) async fn conn(
-        &self,
-        hint: u64,
-    ) -> Result<(MultiplexedConnection, BrokenFlag), BoxError> {
+    /// Where to send the commands of the lock that hashes to `hint`, and the flag to mark its
+    /// connection broken.
+    pub(crate) async fn conn(&self, hint: u64) -> Result<(Channel, BrokenFlag), BoxError> {
         let pool = match &self.source {
             Source::Own(pool) => pool,
             Source::User(pool) => {
                 let pooled = pool.get().await.map_err(run_error)?;
-                return Ok((pooled.clone(), BrokenFlag(None)));
+                return Ok((Channel::Direct(pooled.clone()), BrokenFlag(None)));
             }
         };
         let slot = &self.slots[(hint % self.slots.len() as u64) as usize];
@@ -159,7 +184,10 @@ impl CommandPool {
             return Ok(found);
         }
         let pooled = pool.get_owned().await.map_err(run_error)?;
-        let found = (pooled.conn.clone(), BrokenFlag(Some(pooled.broken.clone())));
+        let found = (
+            Channel::Batched(pooled.outbox.clone(), pooled.conn.clone()),
+            BrokenFlag(Some(pooled.broken.clone())),
+        );
         // Replacing a broken connection returns it to bb8, which discards it (`has_broken`).
         *lock(slot) = Some(pooled);
         Ok(found)
@@ -172,13 +200,16 @@ fn lock(
     slot.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn checked_out(slot: &Slot) -> Option<(MultiplexedConnection, BrokenFlag)> {
+fn checked_out(slot: &Slot) -> Option<(Channel, BrokenFlag)> {
     let guard = lock(slot);
     let pooled = guard.as_ref()?;
     if pooled.broken.load(Ordering::Relaxed) {
         return None;
     }
-    Some((pooled.conn.clone(), BrokenFlag(Some(pooled.broken.clone()))))
+    Some((
+        Channel::Batched(pooled.outbox.clone(), pooled.conn.clone()),
+        BrokenFlag(Some(pooled.broken.clone())),
+    ))
 }
 
 fn run_error(err: bb8::RunError<RedisError>) -> BoxError {
