@@ -3,13 +3,16 @@
 //! own connection writes whenever its queue runs empty, which on a busy process is every two or
 //! three commands, and every write is a system call on both sides of the socket.
 //!
-//! One sender task per connection takes the waiting commands in the order they came, so the
-//! commands of one lock reach Redis in the order they were handed in, as before. Every caller
-//! waits for its own reply only: dropping the wait (a timeout, a cancelled request) loses nothing
-//! of anybody else's.
+//! Batching costs a command a hop to the sender task and a turn of the scheduler, so a command
+//! goes straight to the connection while little is out on it (a lone release that hands a lock
+//! on is not held back); once many are out, the next ones wait for the sender, which takes them in
+//! the order they came. A command handed in after another one's reply reaches Redis after it,
+//! whichever way either went. Every caller waits for its own reply only: dropping the wait (a
+//! timeout, a cancelled request) loses nothing of anybody else's.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::Poll;
 
@@ -28,7 +31,10 @@ struct Waiting {
 
 /// Where callers leave commands for one connection.
 pub(crate) struct Outbox {
+    conn: MultiplexedConnection,
     waiting: Arc<Waiting>,
+    /// Commands sent and not answered yet.
+    unanswered: Arc<AtomicUsize>,
     /// Wakes the sender: a command waits, or the outbox is gone.
     wake: Arc<Notify>,
 }
@@ -44,18 +50,41 @@ impl Outbox {
     /// An outbox for `conn`, and its sender task (spawned on the current runtime).
     pub(crate) fn new(conn: MultiplexedConnection) -> Self {
         let waiting = Arc::new(Waiting::default());
+        let unanswered = Arc::new(AtomicUsize::new(0));
         let wake = Arc::new(Notify::new());
-        tokio::spawn(send_batches(conn, Arc::downgrade(&waiting), wake.clone()));
-        Outbox { waiting, wake }
+        tokio::spawn(send_batches(
+            conn.clone(),
+            Arc::downgrade(&waiting),
+            unanswered.clone(),
+            wake.clone(),
+        ));
+        Outbox {
+            conn,
+            waiting,
+            unanswered,
+            wake,
+        }
     }
 
-    /// Send `cmd` with the next batch and wait for its reply.
-    pub(crate) async fn send(&self, cmd: Cmd) -> RedisResult<Value> {
+    /// Send `cmd` and wait for its reply: at once while the connection is not busy, else with the
+    /// next batch.
+    pub(crate) async fn send(&self, cmd: &Cmd) -> RedisResult<Value> {
         let (reply, answer) = oneshot::channel();
-        let first = {
+        // None: nothing waits for the sender and little is out, so going through the sender would
+        // only add a hop between tasks to this command's way: it goes at once.
+        let queued = {
             let mut commands = lock(&self.waiting.commands);
-            commands.push((cmd, reply));
-            commands.len() == 1
+            if commands.is_empty() && self.unanswered.load(Ordering::Relaxed) < BUSY {
+                None
+            } else {
+                commands.push((cmd.clone(), reply));
+                Some(commands.len() == 1)
+            }
+        };
+        let Some(first) = queued else {
+            self.unanswered.fetch_add(1, Ordering::Relaxed);
+            let _answered = Answered(self.unanswered.clone(), 1);
+            return self.conn.clone().req_packed_command(cmd).await;
         };
         if first {
             self.wake.notify_one();
@@ -75,16 +104,28 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 type InFlight = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// With this many commands out and unanswered, the sender lets the other ready tasks run before it
+/// takes a batch, so that theirs join it: the connection is busy, and a command waiting one more
+/// turn of the scheduler costs little beside the replies ahead of it. With fewer out, it sends
+/// what waits at once: a lone request (a release that hands a lock on) is not held back.
+const BUSY: usize = 16;
+
 /// The sender: take what waits, send it as one batch, and go on while its replies are out.
-async fn send_batches(conn: MultiplexedConnection, waiting: Weak<Waiting>, wake: Arc<Notify>) {
+async fn send_batches(
+    conn: MultiplexedConnection,
+    waiting: Weak<Waiting>,
+    unanswered: Arc<AtomicUsize>,
+    wake: Arc<Notify>,
+) {
     let mut in_flight: FuturesUnordered<InFlight> = FuturesUnordered::new();
     loop {
         tokio::select! {
             _ = wake.notified() => {}
             Some(()) = in_flight.next(), if !in_flight.is_empty() => continue,
         }
-        // Let the tasks that are ready to run now add their commands to this batch.
-        tokio::task::yield_now().await;
+        if unanswered.load(Ordering::Relaxed) >= BUSY {
+            tokio::task::yield_now().await;
+        }
         let Some(waiting) = waiting.upgrade() else {
             break;
         };
@@ -93,7 +134,8 @@ async fn send_batches(conn: MultiplexedConnection, waiting: Weak<Waiting>, wake:
         if batch.is_empty() {
             continue;
         }
-        let mut batch = Box::pin(send_batch(conn.clone(), batch));
+        unanswered.fetch_add(batch.len(), Ordering::Relaxed);
+        let mut batch = Box::pin(send_batch(conn.clone(), batch, unanswered.clone()));
         // Polled once here, the batch enters the connection's queue before the next one is taken.
         let sent = std::future::poll_fn(|cx| Poll::Ready(batch.as_mut().poll(cx))).await;
         if sent.is_pending() {
@@ -106,7 +148,13 @@ async fn send_batches(conn: MultiplexedConnection, waiting: Weak<Waiting>, wake:
 
 /// Send `batch` and hand each caller its reply. Once every caller has stopped waiting (a server
 /// that froze), the batch lets go of the connection instead of waiting on.
-async fn send_batch(mut conn: MultiplexedConnection, batch: Vec<(Cmd, Reply)>) {
+async fn send_batch(
+    mut conn: MultiplexedConnection,
+    batch: Vec<(Cmd, Reply)>,
+    unanswered: Arc<AtomicUsize>,
+) {
+    let count = batch.len();
+    let _answered = Answered(unanswered, count);
     let mut pipe = redis::Pipeline::with_capacity(batch.len());
     let mut replies = Vec::with_capacity(batch.len());
     for (cmd, reply) in batch {
@@ -146,5 +194,14 @@ async fn send(conn: &mut MultiplexedConnection, pipe: &redis::Pipeline) -> Redis
     match pipe.cmd_iter().next() {
         Some(cmd) if pipe.len() == 1 => conn.req_packed_command(cmd).await.map(|value| vec![value]),
         _ => conn.req_packed_commands(pipe, 0, pipe.len()).await,
+    }
+}
+
+/// Counts a batch's commands as answered when the batch ends, however it ends.
+struct Answered(Arc<AtomicUsize>, usize);
+
+impl Drop for Answered {
+    fn drop(&mut self) {
+        self.0.fetch_sub(self.1, Ordering::Relaxed);
     }
 }

@@ -110,7 +110,7 @@ impl Channel {
     pub(crate) async fn query(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
         use redis::aio::ConnectionLike;
         match self {
-            Channel::Batched(outbox, _) => outbox.send(cmd.clone()).await,
+            Channel::Batched(outbox, _) => outbox.send(cmd).await,
             Channel::Direct(conn) => conn.req_packed_command(cmd).await,
         }
     }
