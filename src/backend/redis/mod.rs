@@ -120,8 +120,8 @@ impl RedisBackend {
     }
 
     /// Run one script call, bounded by the command timeout.
-    /// `hint` picks the connection: the same lock always uses the same one, so its commands from
-    /// this process reach Redis in the order they were sent.
+    /// `hint` picks the connection: the same lock always uses the same one, so a command of this
+    /// process sent after another one's reply reaches Redis after it.
     async fn invoke<T: FromRedisValue>(&self, hint: u64, call: &ScriptCall) -> Result<T, BoxError> {
         self.invoke_within(hint, call, self.timeout).await
     }

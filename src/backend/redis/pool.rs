@@ -1,8 +1,9 @@
-//! The command pool: bb8 over multiplexed connections. Each of a few slots keeps one connection
-//! checked out of bb8; a command picks its slot by lock, so any number of commands share the
-//! connections in flight (pipelined), commands on one lock stay in order on one connection, and the
-//! hot path takes no bb8 checkout (no PING, no timer). A connection that failed is marked broken:
-//! its slot gives it back to bb8, which discards it, and checks out a fresh one.
+//! The command pool: bb8 over multiplexed connections. Each slot (one by default) keeps one
+//! connection checked out of bb8, with an outbox that batches its commands when it is busy; a
+//! command picks its slot by lock, so any number of commands share the connections in flight
+//! (pipelined), commands on one lock stay on one connection, and the hot path takes no bb8
+//! checkout (no PING, no timer). A connection that failed is marked broken: its slot gives it back
+//! to bb8, which discards it, and checks out a fresh one.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
