@@ -1,0 +1,58 @@
+//! A manager on a bb8 pool the user built (`LockManagerBuilder::redis_pool`): its connections have
+//! not loaded our scripts, and its commands go straight to them, without our outbox.
+
+mod support;
+
+use std::time::Duration;
+
+use support::RedisServer;
+use tower_lock::{LockManager, LockOptions, RedisPool};
+
+async fn user_pool(server: &RedisServer) -> RedisPool {
+    let manager = bb8_redis::RedisConnectionManager::new(server.url()).expect("connection manager");
+    bb8::Pool::builder()
+        .max_size(4)
+        .test_on_check_out(false)
+        .build(manager)
+        .await
+        .expect("pool")
+}
+
+async fn manager(server: &RedisServer) -> LockManager {
+    LockManager::builder()
+        .redis_pool(user_pool(server).await, server.url())
+        .lease(Duration::from_secs(30))
+        .build()
+        .await
+        .expect("manager on a user's pool")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_work_through_a_pool_the_user_built() {
+    let server = RedisServer::start();
+    let (first, second) = (manager(&server).await, manager(&server).await);
+    for opts in [LockOptions::exclusive(), LockOptions::fair()] {
+        // the pool's connections never loaded the scripts: the first call of each loads it
+        let held = first.acquire("account:42", &opts).await.expect("acquire");
+        assert!(held.fencing_token() > 0);
+        let busy = second.try_acquire("account:42", &opts).await.expect("try");
+        assert!(busy.is_none(), "held by the first manager");
+
+        // a waiter of the other manager gets the lock when it is released
+        let waiter = {
+            let second = second.clone();
+            tokio::spawn(async move { second.acquire("account:42", &opts).await })
+        };
+        support::wait_until(Duration::from_secs(5), || second.waiting() == 1);
+        let token = held.fencing_token();
+        held.release().await.expect("release");
+        let next = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("the waiter was told")
+            .expect("waiter task")
+            .expect("acquire after release");
+        assert!(next.fencing_token() > token);
+        next.release().await.expect("release");
+    }
+    assert!(server.command_calls("script|load") > 0);
+}
