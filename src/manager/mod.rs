@@ -4,6 +4,7 @@
 mod acquire;
 mod builder;
 mod held;
+mod owner;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use builder::{LockManagerBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_NODE_TIMEOUT};
 pub(crate) use held::Held;
+pub use owner::LockOwner;
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::Backend;
@@ -140,28 +142,6 @@ impl Shared {
     pub(crate) fn chore(&self, chore: Chore) {
         let _ = self.chores.send(chore);
     }
-
-    /// `<manager id>:<seq>`, written without the formatting machinery: this runs for every
-    /// request.
-    fn new_owner_id(&self) -> Arc<str> {
-        let mut seq = self.next_owner.fetch_add(1, Ordering::Relaxed);
-        let mut digits = [0u8; 20];
-        let mut start = digits.len();
-        loop {
-            start -= 1;
-            digits[start] = b'0' + (seq % 10) as u8;
-            seq /= 10;
-            if seq == 0 {
-                break;
-            }
-        }
-        let digits = std::str::from_utf8(&digits[start..]).unwrap_or_default();
-        let mut id = String::with_capacity(self.id.len() + 1 + digits.len());
-        id.push_str(&self.id);
-        id.push(':');
-        id.push_str(digits);
-        Arc::from(id)
-    }
 }
 
 impl LockManager {
@@ -288,10 +268,7 @@ impl LockManager {
 
     /// A new owner: every lock it takes can be re-entered through it (or its clones). One per request.
     pub fn owner(&self) -> LockOwner {
-        LockOwner {
-            id: self.shared.new_owner_id(),
-            manager: self.clone(),
-        }
+        LockOwner::new(self.shared.new_owner_id(), self.clone())
     }
 
     /// Wait for the lock `key` (until `opts`' wait timeout, forever by default) and hold it.
@@ -342,75 +319,6 @@ impl LockManager {
     }
 }
 
-/// The holder identity of one request: locks it takes can be re-entered by it (each re-entry is one
-/// more hold, released by its own guard; the lock frees when the last hold goes). Clone it to pass it
-/// down; the layer stores one in each request's extensions.
-#[derive(Clone, Debug)]
-pub struct LockOwner {
-    id: Arc<str>,
-    manager: LockManager,
-}
-
-impl LockOwner {
-    /// Wait for the lock `key` and hold it; re-enters a lock this owner already holds.
-    pub async fn acquire(&self, key: &str, opts: &LockOptions) -> Result<LockGuard, LockError> {
-        self.manager.supports(key, opts)?;
-        let guard = self
-            .manager
-            .shared
-            .acquire(key, opts, &self.id, true)
-            .await?;
-        guard.ok_or_else(|| LockError::Timeout {
-            key: key.to_owned(),
-            waited: Duration::ZERO,
-        })
-    }
-
-    /// Take (or re-enter) the lock `key` if possible without waiting; `Ok(None)` when someone else
-    /// holds it.
-    pub async fn try_acquire(
-        &self,
-        key: &str,
-        opts: &LockOptions,
-    ) -> Result<Option<LockGuard>, LockError> {
-        self.manager.supports(key, opts)?;
-        self.manager
-            .shared
-            .acquire(key, opts, &self.id, false)
-            .await
-    }
-
-    /// The manager this owner belongs to.
-    pub fn manager(&self) -> &LockManager {
-        &self.manager
-    }
-
-    /// True when this owner was made by `manager` (or a clone of it): only then do its locks go
-    /// through that manager's backend.
-    pub fn belongs_to(&self, manager: &LockManager) -> bool {
-        Arc::ptr_eq(&self.manager.shared, &manager.shared)
-    }
-}
-
 pub(crate) fn new_manager_id() -> Arc<str> {
     Arc::from(uuid::Uuid::new_v4().simple().to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn owner_ids_are_the_manager_id_and_a_count() {
-        let manager = LockManager::memory();
-        let shared = &manager.shared;
-        let (first, second) = (manager.owner(), manager.owner());
-        assert_eq!(*first.id, format!("{}:1", shared.id));
-        assert_eq!(*second.id, format!("{}:2", shared.id));
-        shared.next_owner.store(9, Ordering::Relaxed);
-        assert_eq!(*manager.owner().id, format!("{}:9", shared.id));
-        assert_eq!(*manager.owner().id, format!("{}:10", shared.id));
-        shared.next_owner.store(u64::MAX, Ordering::Relaxed);
-        assert_eq!(*manager.owner().id, format!("{}:{}", shared.id, u64::MAX));
-    }
 }
