@@ -5,18 +5,19 @@
 //! cargo run --release --example load                 # every scenario, 5 s each
 //! cargo run --release --example load -- hot fair     # only scenarios whose name has both words
 //! LOAD_SECS=2 cargo run --release --example load -- --memory
-//! LOAD_POOL=4 cargo run --release --example load -- spread   # 4 connections per manager (default 1)
+//! LOAD_POOL=4 cargo run --release --example load -- spread  # 4 connections per manager
 //! ```
 //!
 //! Tasks are split over two managers (two replicas). Each loops acquire -> hold H -> release.
 //! Reported: acquisitions/s, per-task counts (min/max and Jain's fairness index), acquire wait
 //! p50/p99, the hold time H really took (measured from acquire returning to release being called;
 //! H is slept on the blocking pool and finished with a short spin, as a tokio sleep would last
-//! 1-2 ms), the share of time the lock was held ("busy"; the rest is hand-off), the mean hand-off of a hot key
-//! (the time between one holder's release being called and the next holder's acquire returning:
-//! 1/rate - hold) and its ratio to the PING round trip measured in the same run, and the CPU time
-//! per acquisition of redis-server and of this process (the two managers and their tasks). On
-//! this 2-core machine the two together bound the throughput of many keys: 2 s of CPU a second.
+//! 1-2 ms), the share of time the lock was held ("busy"; the rest is hand-off), the mean hand-off
+//! of a hot key (the time between one holder's release being called and the next holder's
+//! acquire returning: 1/rate - hold) and its ratio to the PING round trip measured in the same
+//! run, and the CPU time per acquisition of redis-server and of this process (the two managers and
+//! their tasks). On this 2-core machine the two together bound the throughput of many keys: 2 s
+//! of CPU a second.
 
 #[path = "../tests/support/mod.rs"]
 mod support;

@@ -125,10 +125,10 @@ end
 local MAX_SKIPPED = 100
 
 -- Make the longest-waiting live waiter the owner of the free lock `lock`, with a short claim lease
--- (`claim_ms`, a decimal string) that its manager extends, and tell its manager. A waiter whose heartbeat ran out, or whose
--- manager no longer listens, is dropped. `caller` (optional) is the waiter running this script: it
--- learns of a grant from the script's answer, not from a message. Returns true when the lock was
--- granted.
+-- (`claim_ms`, a decimal string) that its manager extends, and tell its manager. A waiter whose
+-- heartbeat ran out, or whose manager no longer listens, is dropped. `caller` (optional) is the
+-- waiter running this script: it learns of a grant from the script's answer, not from a message.
+-- Returns true when the lock was granted.
 local function grant_next(lock, q, fence, prefix, claim_ms, caller)
   for _ = 0, MAX_SKIPPED do
     local head = redis.call('ZPOPMIN', q)[1]

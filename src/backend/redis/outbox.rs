@@ -66,10 +66,14 @@ impl Outbox {
         }
     }
 
+    /// The connection itself, for what does not go through the outbox (loading a script).
+    pub(crate) fn connection(&self) -> MultiplexedConnection {
+        self.conn.clone()
+    }
+
     /// Send `cmd` and wait for its reply: at once while the connection is not busy, else with the
     /// next batch.
     pub(crate) async fn send(&self, cmd: &Cmd) -> RedisResult<Value> {
-        let (reply, answer) = oneshot::channel();
         // None: nothing waits for the sender and little is out, so going through the sender would
         // only add a hop between tasks to this command's way: it goes at once.
         let queued = {
@@ -77,11 +81,12 @@ impl Outbox {
             if commands.is_empty() && self.unanswered.load(Ordering::Relaxed) < BUSY {
                 None
             } else {
+                let (reply, answer) = oneshot::channel();
                 commands.push((cmd.clone(), reply));
-                Some(commands.len() == 1)
+                Some((commands.len() == 1, answer))
             }
         };
-        let Some(first) = queued else {
+        let Some((first, answer)) = queued else {
             self.unanswered.fetch_add(1, Ordering::Relaxed);
             let _answered = Answered(self.unanswered.clone(), 1);
             return self.conn.clone().req_packed_command(cmd).await;

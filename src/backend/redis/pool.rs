@@ -102,7 +102,7 @@ impl BrokenFlag {
 /// How a command reaches Redis: through the outbox of one of our connections, or straight on a
 /// connection of a pool the user built (used as its owner configured it).
 pub(crate) enum Channel {
-    Batched(Arc<Outbox>, MultiplexedConnection),
+    Batched(Arc<Outbox>),
     Direct(MultiplexedConnection),
 }
 
@@ -111,15 +111,18 @@ impl Channel {
     pub(crate) async fn query(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
         use redis::aio::ConnectionLike;
         match self {
-            Channel::Batched(outbox, _) => outbox.send(cmd).await,
+            Channel::Batched(outbox) => outbox.send(cmd).await,
             Channel::Direct(conn) => conn.req_packed_command(cmd).await,
         }
     }
 
     /// Load `script` into the server (it lost it: restarted, or its script cache was flushed).
     pub(crate) async fn load(&mut self, script: &redis::Script) -> redis::RedisResult<()> {
-        let (Channel::Batched(_, conn) | Channel::Direct(conn)) = self;
-        script.load_async(conn).await.map(drop)
+        let mut conn = match self {
+            Channel::Batched(outbox) => outbox.connection(),
+            Channel::Direct(conn) => conn.clone(),
+        };
+        script.load_async(&mut conn).await.map(drop)
     }
 }
 
@@ -186,7 +189,7 @@ impl CommandPool {
         }
         let pooled = pool.get_owned().await.map_err(run_error)?;
         let found = (
-            Channel::Batched(pooled.outbox.clone(), pooled.conn.clone()),
+            Channel::Batched(pooled.outbox.clone()),
             BrokenFlag(Some(pooled.broken.clone())),
         );
         // Replacing a broken connection returns it to bb8, which discards it (`has_broken`).
@@ -208,7 +211,7 @@ fn checked_out(slot: &Slot) -> Option<(Channel, BrokenFlag)> {
         return None;
     }
     Some((
-        Channel::Batched(pooled.outbox.clone(), pooled.conn.clone()),
+        Channel::Batched(pooled.outbox.clone()),
         BrokenFlag(Some(pooled.broken.clone())),
     ))
 }
