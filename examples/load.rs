@@ -11,21 +11,24 @@
 //! Tasks are split over two managers (two replicas). Each loops acquire -> hold H -> release.
 //! Reported: acquisitions/s, per-task counts (min/max and Jain's fairness index), acquire wait
 //! p50/p99, the hold time H really took (measured from acquire returning to release being called;
-//! H is slept on the blocking pool and finished with a short spin, as a tokio sleep would last
-//! 1-2 ms), the share of time the lock was held ("busy"; the rest is hand-off), the mean hand-off
-//! of a hot key (the time between one holder's release being called and the next holder's
-//! acquire returning: 1/rate - hold) and its ratio to the PING round trip measured in the same
-//! run, and the CPU time per acquisition of redis-server and of this process (the two managers and
+//! the task waits H on a timerfd, as a handler waits for a database reply: idle, woken by an I/O
+//! event, to the microsecond, where a tokio sleep would last 1-2 ms), the share of time the lock
+//! was held ("busy"; the rest is hand-off), the median hand-off of a hot key (from one holder
+//! calling release to the next holder's acquire returning, each measured) and its ratio to the
+//! PING round trip measured in the same run, and the CPU time per acquisition of redis-server and of this process (the two managers and
 //! their tasks). On this 2-core machine the two together bound the throughput of many keys: 2 s
 //! of CPU a second.
 
+#[path = "common/io_timer.rs"]
+mod io_timer;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use io_timer::IoTimer;
 use tower_lock::{LockManager, LockOptions};
 
 struct Scenario {
@@ -155,10 +158,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         let rate = r.count as f64 / run_for.as_secs_f64();
         // One hot key is held by one task at a time: each acquisition is a hold and a hand-off.
-        let (busy, hand_off, ratio) = match (s.keys, rate > 0.0) {
-            (1, true) => {
-                let cycle = Duration::from_secs_f64(1.0 / rate);
-                let hand_off = cycle.saturating_sub(r.hold);
+        let (busy, hand_off, ratio) = match (r.hand_off, rate > 0.0) {
+            (Some(hand_off), true) => {
                 let ratio = rtt.map_or("-".to_owned(), |rtt| {
                     format!("{:.2}", hand_off.as_secs_f64() / rtt.as_secs_f64())
                 });
@@ -168,7 +169,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             _ => ("-".to_owned(), "-".to_owned(), "-".to_owned()),
         };
         println!(
-            "{:<46} {:>9.0} {:>7} {:>7} {:>6.3} {:>10.1?} {:>10.1?} {:>9.1?} {:>6} {:>9} {:>6} {:>10} {:>10}",
+            "{:<46} {:>9.0} {:>7} {:>7} {:>6.3} {:>10.1?} {:>10.1?} {:>9} {:>6} {:>9} {:>6} {:>10} {:>10}",
             s.name,
             rate,
             r.min,
@@ -176,7 +177,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             r.jain,
             r.p50,
             r.p99,
-            r.hold,
+            format!("{:.1}µs", r.hold.as_secs_f64() * 1e6),
             busy,
             hand_off,
             ratio,
@@ -197,15 +198,24 @@ struct Outcome {
     p99: Duration,
     /// Mean time from acquire returning to release being called.
     hold: Duration,
+    /// One hot key: the median time from a holder calling release to the next acquire returning.
+    hand_off: Option<Duration>,
 }
 
 async fn run(managers: &[LockManager; 2], s: &Scenario, run_for: Duration) -> Outcome {
     let stop = Arc::new(AtomicBool::new(false));
+    // One hot key: when its holder last called release, in ns since `start`, plus one (0: never).
+    let start = Instant::now();
+    let released = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for t in 0..s.tasks {
         let m = managers[t % 2].clone();
         let (stop, opts, hold, keys) = (stop.clone(), s.opts, s.hold, s.keys);
+        let released = released.clone();
         tasks.push(tokio::spawn(async move {
+            let timer = IoTimer::new().expect("timerfd");
+            let since_start = || start.elapsed().as_nanos() as u64;
+            let mut hand_offs = Vec::new();
             let mut waits = Vec::new();
             let mut held = Duration::ZERO;
             let mut rng = t as u64 * 0x9e37_79b9_7f4a_7c15 + 1;
@@ -218,16 +228,18 @@ async fn run(managers: &[LockManager; 2], s: &Scenario, run_for: Duration) -> Ou
                 let guard = m.acquire(&key, &opts).await.expect("acquire");
                 let acquired = Instant::now();
                 waits.push(acquired.duration_since(started));
+                let last_release = released.load(Ordering::Acquire);
+                if keys == 1 && last_release != 0 {
+                    hand_offs.push(Duration::from_nanos(since_start() - (last_release - 1)));
+                }
                 if !hold.is_zero() {
-                    // A blocking-pool thread holds for H precisely; tokio's timer would round it
-                    // up to 1-2 ms.
-                    let until = acquired + hold;
-                    let _ = tokio::task::spawn_blocking(move || sleep_until(until)).await;
+                    timer.sleep(hold).await.expect("timerfd");
                 }
                 held += acquired.elapsed();
+                released.store(since_start() + 1, Ordering::Release);
                 guard.release().await.expect("release");
             }
-            (waits, held)
+            (waits, held, hand_offs)
         }));
     }
     tokio::time::sleep(run_for).await;
@@ -235,13 +247,16 @@ async fn run(managers: &[LockManager; 2], s: &Scenario, run_for: Duration) -> Ou
     let mut counts = Vec::new();
     let mut waits = Vec::new();
     let mut held = Duration::ZERO;
+    let mut hand_offs = Vec::new();
     for t in tasks {
-        let (w, h) = t.await.expect("task");
+        let (w, h, o) = t.await.expect("task");
         counts.push(w.len() as u64);
         waits.extend(w);
         held += h;
+        hand_offs.extend(o);
     }
     waits.sort();
+    hand_offs.sort();
     let sum: f64 = counts.iter().map(|&c| c as f64).sum();
     let squares: f64 = counts.iter().map(|&c| (c as f64).powi(2)).sum();
     let pick =
@@ -258,30 +273,8 @@ async fn run(managers: &[LockManager; 2], s: &Scenario, run_for: Duration) -> Ou
         p50: pick(0.50).copied().unwrap_or_default(),
         p99: pick(0.99).copied().unwrap_or_default(),
         hold: held / (waits.len().max(1) as u32),
+        hand_off: hand_offs.get(hand_offs.len() / 2).copied(),
     }
-}
-
-/// Sleep until `until`, precise to a few microseconds: the OS sleeps most of it (its wake-up is
-/// late by 50-100 µs), a spin the rest.
-fn sleep_until(until: Instant) {
-    const SPIN: Duration = Duration::from_micros(150);
-    if let Some(rest) = until.checked_duration_since(Instant::now()) {
-        std::thread::sleep(rest.saturating_sub(SPIN));
-    }
-    while Instant::now() < until {
-        std::hint::spin_loop();
-    }
-}
-
-/// The CPU time this process has used (user + system, all threads), from `/proc/self/stat` (in
-/// Linux's fixed USER_HZ of 100 ticks a second); `None` where there is no such file.
-fn client_cpu() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // the fields after the command name, which is in parentheses and may hold spaces
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    // utime and stime are the 14th and 15th fields of the line, the 12th and 13th after the name
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some(Duration::from_millis(ticks * 10))
 }
 
 /// The CPU time redis-server has used (`used_cpu_user` + `used_cpu_sys` of `INFO cpu`).
@@ -316,4 +309,15 @@ async fn ping_rtt(url: &str) -> redis::RedisResult<Duration> {
     }
     samples.sort();
     Ok(samples[samples.len() / 2])
+}
+
+/// The CPU time this process has used (user + system, all threads), from `/proc/self/stat` (in
+/// Linux's fixed USER_HZ of 100 ticks a second); `None` where there is no such file.
+fn client_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // the fields after the command name, which is in parentheses and may hold spaces
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // utime and stime are the 14th and 15th fields of the line, the 12th and 13th after the name
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
 }
