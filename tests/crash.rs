@@ -21,7 +21,7 @@ fn main() {
         runtime.block_on(child(&url, &role));
         return;
     }
-    let tests: [(&str, fn() -> _); 4] = [
+    let tests: [(&str, fn() -> _); 5] = [
         ("holder_killed_frees_the_lock_after_its_lease", || {
             Box::pin(holder_killed_frees_the_lock_after_its_lease())
                 as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
@@ -37,6 +37,10 @@ fn main() {
         (
             "a_waiter_frozen_past_its_eviction_is_skipped_at_once",
             || Box::pin(dead_fair_waiter(Fault::FreezePastEviction)),
+        ),
+        (
+            "a_queue_whose_waiters_all_died_expires_with_their_heartbeats",
+            || Box::pin(a_queue_whose_waiters_all_died_expires_with_their_heartbeats()),
         ),
     ];
     println!("\nrunning {} tests", tests.len());
@@ -196,4 +200,52 @@ async fn dead_fair_waiter(fault: Fault) {
         stall <= bound,
         "the queue stalled {stall:?} behind a dead waiter"
     );
+}
+
+/// A fair queue whose only waiter died, behind a holder that never lets go: the queue key does not
+/// stay in Redis for ever; it expires with the dead waiter's heartbeat key, while a live waiter's
+/// heartbeats keep its own queue.
+async fn a_queue_whose_waiters_all_died_expires_with_their_heartbeats() {
+    let server = RedisServer::start();
+    let m = manager(&server.url()).await;
+    let holder = m.acquire("fair", &LockOptions::fair()).await.unwrap();
+    let mut child = spawn_child(&server, "queue");
+    let queue = "{tower-lock:fair}:q";
+    assert_eq!(server.cmd(&["ZCARD", queue]).as_int(), Some(1));
+    // a live waiter of this process queues for another lock held by the same holder's manager
+    let other = m.acquire("other", &LockOptions::fair()).await.unwrap();
+    let live = {
+        let m = m.clone();
+        tokio::spawn(async move { m.acquire("other", &LockOptions::fair()).await.map(drop) })
+    };
+    while m.queued() == 0 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    child.kill().expect("SIGKILL the waiter");
+    child.wait().expect("reap");
+    let killed = Instant::now();
+    let gone = support::wait_until(EVICTION * 4, || {
+        server.cmd(&["EXISTS", queue]).as_int() == Some(0)
+    });
+    assert!(
+        gone,
+        "the dead waiter's queue is still there {:?} after the kill",
+        killed.elapsed()
+    );
+    println!(
+        "  the dead waiter's queue expired {:?} after the kill",
+        killed.elapsed()
+    );
+    // the live waiter's queue outlives several eviction periods: its heartbeats keep it
+    tokio::time::sleep(EVICTION * 2).await;
+    assert_eq!(
+        server.cmd(&["ZCARD", "{tower-lock:other}:q"]).as_int(),
+        Some(1)
+    );
+    assert!(!live.is_finished());
+    // and the holder still holds its lock; the live waiter gets the other one when it is released
+    assert!(!holder.is_lost());
+    other.release().await.unwrap();
+    live.await.unwrap().expect("the live waiter");
+    holder.release().await.unwrap();
 }

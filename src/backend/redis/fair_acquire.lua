@@ -50,6 +50,8 @@ end
 if will_wait then
   redis.call('ZADD', q, 'NX', int(now_us()), owner)
   redis.call('SET', heartbeat, '1', 'PX', eviction)
+  -- the queue outlives its waiters' heartbeat keys, never a queue of dead waiters for ever
+  redis.call('PEXPIRE', q, eviction)
 end
 local ttl = redis.call('PTTL', lock)
 if ttl < 0 then

@@ -5,10 +5,18 @@
 -- 2 queued while the lock is free (a grant expired unused): the waiter should retry now.
 local eviction = ARGV[1]
 local states = {}
+-- queues whose expiry this batch has pushed back already
+local kept = {}
 for i = 1, #KEYS / 3 do
   local lock, q, heartbeat, owner = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i], ARGV[i + 1]
   if redis.call('ZSCORE', q, owner) then
     redis.call('SET', heartbeat, '1', 'PX', eviction)
+    -- a queue lives as long as the heartbeat key of its longest-lived waiter: once every waiter
+    -- has died, it goes too
+    if not kept[q] then
+      redis.call('PEXPIRE', q, eviction)
+      kept[q] = true
+    end
     if redis.call('EXISTS', lock) == 0 then
       states[i] = 2
     else
