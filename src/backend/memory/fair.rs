@@ -8,6 +8,16 @@ use super::{Held, MemoryBackend, Table};
 use crate::backend::{AcquireRequest, Attempt, HeldLock};
 use crate::waiters::LockId;
 
+/// Leave the queue of `id`; an emptied queue goes, so that locks waited for once leave nothing.
+fn dequeue(table: &mut Table, id: &LockId, owner: &str) {
+    if let Some(queue) = table.queues.get_mut(id) {
+        queue.retain(|o| **o != *owner);
+        if queue.is_empty() {
+            table.queues.remove(id);
+        }
+    }
+}
+
 /// Join the queue of `id` (once).
 pub(super) fn enqueue(table: &mut Table, id: &LockId, owner: &str) {
     let queue = table.queues.entry(id.clone()).or_default();
@@ -44,9 +54,7 @@ impl MemoryBackend {
                 ttl: Some(self.claim),
             });
         }
-        if let Some(queue) = table.queues.get_mut(req.id) {
-            queue.retain(|o| **o != *req.owner);
-        }
+        dequeue(table, req.id, req.owner);
         None
     }
 
@@ -76,9 +84,7 @@ impl MemoryBackend {
     pub(crate) fn leave_queue(&self, id: &LockId, owner: &str, grant: Option<u64>) {
         let now = Instant::now();
         let mut table = self.table();
-        if let Some(queue) = table.queues.get_mut(id) {
-            queue.retain(|o| **o != *owner);
-        }
+        dequeue(&mut table, id, owner);
         let Some(expected) = grant else {
             return;
         };
@@ -105,5 +111,61 @@ impl MemoryBackend {
                 queued && table.holder(&w.id, now).is_some()
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::options::Mode;
+    use crate::waiters::WaitRegistry;
+
+    fn request<'a>(id: &'a LockId, owner: &'a str, queued: bool) -> AcquireRequest<'a> {
+        AcquireRequest {
+            id,
+            owner,
+            lease: Duration::from_secs(30),
+            will_wait: true,
+            others_waiting: false,
+            mode: Mode::Fair,
+            queued,
+        }
+    }
+
+    #[test]
+    fn waiters_that_leave_leave_no_queue_behind() {
+        let waiters: Arc<WaitRegistry> = Arc::default();
+        let backend = MemoryBackend::new(waiters, Duration::from_secs(1));
+        let (a, b): (LockId, LockId) = (Arc::from("a"), Arc::from("b"));
+        assert!(matches!(
+            backend.try_acquire(&request(&a, "holder", false)),
+            Attempt::Acquired { .. }
+        ));
+        assert!(matches!(
+            backend.try_acquire(&request(&a, "waiter", false)),
+            Attempt::Busy { .. }
+        ));
+        assert_eq!(backend.table().queues.len(), 1);
+        // a cancelled waiter
+        backend.leave_queue(&a, "waiter", None);
+        assert_eq!(backend.table().queues.len(), 0);
+
+        // a waiter that finds the lock free at its turn takes it and leaves the queue
+        assert!(matches!(
+            backend.try_acquire(&request(&b, "holder", false)),
+            Attempt::Acquired { .. }
+        ));
+        assert!(matches!(
+            backend.try_acquire(&request(&b, "waiter", false)),
+            Attempt::Busy { .. }
+        ));
+        backend.table().locks.clear();
+        assert!(matches!(
+            backend.try_acquire(&request(&b, "waiter", true)),
+            Attempt::Acquired { .. }
+        ));
+        assert_eq!(backend.table().queues.len(), 0);
     }
 }
