@@ -13,9 +13,9 @@
 //! p50/p99, the hold time H really took (measured from acquire returning to release being called;
 //! the task waits H on a timerfd, as a handler waits for a database reply: idle, woken by an I/O
 //! event, to the microsecond, where a tokio sleep would last 1-2 ms), the share of time the lock
-//! was held ("busy"; the rest is hand-off), the median hand-off of a hot key (from one holder
-//! calling release to the next holder's acquire returning, each measured) and its ratio to the
-//! PING round trip measured in the same run, and the CPU time per acquisition of redis-server and of this process (the two managers and
+//! was held ("busy"; the rest is hand-off), the hand-off of a hot key (from one holder calling
+//! release to the next holder's acquire returning, each measured: median, its ratio to the PING
+//! round trip measured in the same run, and p99), and the CPU time per acquisition of redis-server and of this process (the two managers and
 //! their tasks). On this 2-core machine the two together bound the throughput of many keys: 2 s
 //! of CPU a second.
 
@@ -118,7 +118,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("PING round trip (median of 1000): {rtt:.1?}");
     }
     println!(
-        "{:<46} {:>9} {:>7} {:>7} {:>6} {:>10} {:>10} {:>9} {:>6} {:>9} {:>6} {:>10} {:>10}",
+        "{:<46} {:>9} {:>7} {:>7} {:>6} {:>10} {:>10} {:>9} {:>6} {:>9} {:>6} {:>9} {:>10} {:>10}",
         "scenario",
         "acq/s",
         "min",
@@ -130,6 +130,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "busy",
         "hand-off",
         "/RTT",
+        "p99",
         "Redis/acq",
         "client/acq"
     );
@@ -158,18 +159,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         let rate = r.count as f64 / run_for.as_secs_f64();
         // One hot key is held by one task at a time: each acquisition is a hold and a hand-off.
-        let (busy, hand_off, ratio) = match (r.hand_off, rate > 0.0) {
-            (Some(hand_off), true) => {
+        let (busy, hand_off, ratio, hand_off_p99) = match (r.hand_off, rate > 0.0) {
+            (Some((hand_off, p99)), true) => {
                 let ratio = rtt.map_or("-".to_owned(), |rtt| {
                     format!("{:.2}", hand_off.as_secs_f64() / rtt.as_secs_f64())
                 });
                 let busy = format!("{:.0}%", rate * r.hold.as_secs_f64() * 100.0);
-                (busy, format!("{hand_off:.1?}"), ratio)
+                (busy, format!("{hand_off:.1?}"), ratio, format!("{p99:.1?}"))
             }
-            _ => ("-".to_owned(), "-".to_owned(), "-".to_owned()),
+            _ => (
+                "-".to_owned(),
+                "-".to_owned(),
+                "-".to_owned(),
+                "-".to_owned(),
+            ),
         };
         println!(
-            "{:<46} {:>9.0} {:>7} {:>7} {:>6.3} {:>10.1?} {:>10.1?} {:>9} {:>6} {:>9} {:>6} {:>10} {:>10}",
+            "{:<46} {:>9.0} {:>7} {:>7} {:>6.3} {:>10.1?} {:>10.1?} {:>9} {:>6} {:>9} {:>6} {:>9} {:>10} {:>10}",
             s.name,
             rate,
             r.min,
@@ -181,6 +187,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             busy,
             hand_off,
             ratio,
+            hand_off_p99,
             per_acquisition,
             client_per_acquisition
         );
@@ -198,8 +205,9 @@ struct Outcome {
     p99: Duration,
     /// Mean time from acquire returning to release being called.
     hold: Duration,
-    /// One hot key: the median time from a holder calling release to the next acquire returning.
-    hand_off: Option<Duration>,
+    /// One hot key: the time from a holder calling release to the next acquire returning, median
+    /// and p99.
+    hand_off: Option<(Duration, Duration)>,
 }
 
 async fn run(managers: &[LockManager; 2], s: &Scenario, run_for: Duration) -> Outcome {
@@ -273,7 +281,10 @@ async fn run(managers: &[LockManager; 2], s: &Scenario, run_for: Duration) -> Ou
         p50: pick(0.50).copied().unwrap_or_default(),
         p99: pick(0.99).copied().unwrap_or_default(),
         hold: held / (waits.len().max(1) as u32),
-        hand_off: hand_offs.get(hand_offs.len() / 2).copied(),
+        hand_off: hand_offs.get(hand_offs.len() / 2).map(|&median| {
+            let p99 = hand_offs[(hand_offs.len() * 99 / 100).min(hand_offs.len() - 1)];
+            (median, p99)
+        }),
     }
 }
 
