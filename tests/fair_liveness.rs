@@ -27,8 +27,8 @@ async fn more_dead_waiters_than_one_grant_skips_are_all_dropped_and_the_live_one
     // one grant skips (100).
     for i in 1..=150 {
         let owner = format!("00000000-0000-0000-0000-000000000000:{i}");
-        let added = server.cmd(&["ZADD", "{tower-lock:crowd}:q", &i.to_string(), &owner]);
-        assert_eq!(added.as_int(), Some(1));
+        let added = server.cmd(&["RPUSH", "{tower-lock:crowd}:q", &owner]);
+        assert_eq!(added.as_int(), Some(i));
     }
     let waiter = {
         let waiting = waiting.clone();
@@ -38,7 +38,7 @@ async fn more_dead_waiters_than_one_grant_skips_are_all_dropped_and_the_live_one
             (Instant::now(), g)
         })
     };
-    let queue_len = || server.cmd(&["ZCARD", "{tower-lock:crowd}:q"]).as_int();
+    let queue_len = || server.cmd(&["LLEN", "{tower-lock:crowd}:q"]).as_int();
     assert!(support::wait_until(Duration::from_secs(5), || queue_len() == Some(151)));
 
     let released = Instant::now();
@@ -67,11 +67,11 @@ async fn a_grant_message_arriving_after_its_waiter_took_the_lock_does_not_releas
     };
     let queue = "{tower-lock:late}:q";
     assert!(support::wait_until(Duration::from_secs(5), || server
-        .cmd(&["ZCARD", queue])
+        .cmd(&["LLEN", queue])
         .as_int()
         == Some(1)));
     let owner = server
-        .cmd(&["ZRANGE", queue, "0", "0"])
+        .cmd(&["LRANGE", queue, "0", "0"])
         .as_strings()
         .unwrap()[0]
         .clone();

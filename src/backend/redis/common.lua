@@ -113,9 +113,10 @@ local function drop_hold(lock, owner)
   return redis.call('HINCRBY', lock, owner, '-1')
 end
 
--- Fair locks. The queue `q` is a zset of waiter (owner id) -> arrival time in microseconds. A queued
--- waiter is alive while its heartbeat key `<lock>:hb:<waiter>` exists: its manager's heartbeats
--- push the key's expiry back, and the key of a waiter whose process died runs out on Redis's clock.
+-- Fair locks. The queue `q` is a list of waiters (owner ids) in order of arrival: joining is an
+-- RPUSH and each grant an LPOP, whatever the queue's length. A queued waiter is alive while its
+-- heartbeat key `<lock>:hb:<waiter>` exists: its manager's heartbeats push the key's expiry back,
+-- and the key of a waiter whose process died runs out on Redis's clock.
 local function heartbeat_key(lock, waiter)
   return lock .. ':hb:' .. waiter
 end
@@ -131,7 +132,7 @@ local MAX_SKIPPED = 100
 -- Returns true when the lock was granted.
 local function grant_next(lock, q, fence, prefix, claim_ms, caller)
   for _ = 0, MAX_SKIPPED do
-    local head = redis.call('ZPOPMIN', q)[1]
+    local head = redis.call('LPOP', q)
     if not head then
       return false
     end

@@ -71,9 +71,6 @@ impl RedisBackend {
                 .key(keys::heartbeat(&waiter.id, &waiter.owner));
         }
         call.arg(millis(self.eviction));
-        for waiter in batch {
-            call.arg(&*waiter.owner);
-        }
         let hint = batch.first().map_or(0, |w| slot_hint(&w.id));
         let states: Vec<i64> = self.invoke(hint, &call).await?;
         Ok(states.into_iter().map(|state| state == 1).collect())

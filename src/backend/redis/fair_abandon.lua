@@ -4,7 +4,7 @@
 -- ARGV: owner, release a grant ('1'/'0'), inbox channel prefix, claim lease ms,
 --       token of the grant to release ('0': whichever)
 local lock, q, heartbeat, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-redis.call('ZREM', q, ARGV[1])
+redis.call('LREM', q, '1', ARGV[1])
 redis.call('DEL', heartbeat)
 local token_matches = ARGV[5] == '0' or redis.call('HGET', lock, '#t') == ARGV[5]
 if ARGV[2] == '1' and token_matches and redis.call('HGET', lock, ARGV[1]) == '1' then

@@ -23,7 +23,7 @@ if holds then
 end
 
 if not token then
-  local head = redis.call('ZRANGE', q, '0', '0')[1]
+  local head = redis.call('LINDEX', q, '0')
   local ours = not head or head == owner
   if not ours then
     -- free, but others queued first (the holder died, or a grant went astray): the head gets it
@@ -36,20 +36,31 @@ if not token then
       end
     else
       -- every waiter skipped was dead; live ones may remain ahead of us
-      head = redis.call('ZRANGE', q, '0', '0')[1]
+      head = redis.call('LINDEX', q, '0')
       ours = not head or head == owner
     end
   end
   if ours then
-    redis.call('ZREM', q, owner)
+    if head then
+      redis.call('LPOP', q)
+    end
     redis.call('DEL', heartbeat)
     return take(lock, owner, lease, next_token(fence))
   end
 end
 
 if will_wait then
-  redis.call('ZADD', q, 'NX', int(now_us()), owner)
-  redis.call('SET', heartbeat, '1', 'PX', eviction)
+  if not queued then
+    redis.call('RPUSH', q, owner)
+    redis.call('SET', heartbeat, '1', 'PX', eviction)
+  elseif not redis.call('SET', heartbeat, '1', 'PX', eviction, 'XX') then
+    -- Queued before, but our heartbeat ran out (this process was frozen or slow): we are still in
+    -- the queue unless a grant found us dead and dropped us.
+    if not redis.call('LPOS', q, owner) then
+      redis.call('RPUSH', q, owner)
+    end
+    redis.call('SET', heartbeat, '1', 'PX', eviction)
+  end
   -- the queue outlives its waiters' heartbeat keys, never a queue of dead waiters for ever
   redis.call('PEXPIRE', q, eviction)
 end
