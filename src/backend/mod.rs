@@ -160,8 +160,8 @@ impl Backend {
         }
     }
 
-    /// A fair waiter left the queue of `id`. With `grant` set, a grant made to it is passed on: any
-    /// grant (`Some(0)`), or only the one with that token.
+    /// A fair waiter left the queue of `id`. With `grant` set, the grant made to it under that
+    /// token, if it still holds it unused, is passed on to the next waiter.
     pub(crate) async fn leave_queue(
         &self,
         id: &LockId,

@@ -143,11 +143,15 @@ impl Drop for WaitTicket {
         let backend = self.shared.backend.clone();
         let id = self.id.clone();
         if self.mode == Mode::Fair {
-            // Leave the queue at once; a grant made to us meanwhile goes to the next waiter.
+            // Leave the queue at once. A grant whose message reached us goes to the next waiter
+            // here; one whose message comes later finds no waiter and is passed on by the inbox,
+            // with its token. Only a grant known by its token is released: the owner may hold the
+            // lock through another guard (a re-entry that failed never queued), and that hold
+            // must stay.
             let owner = self.owner.clone();
-            let grant = self.waiter.grant().unwrap_or(0);
+            let grant = self.waiter.grant();
             self.shared.chore(Box::pin(async move {
-                if let Err(err) = backend.leave_queue(&id, &owner, Some(grant)).await {
+                if let Err(err) = backend.leave_queue(&id, &owner, grant).await {
                     tracing::debug!(error = %err, "could not leave a fair queue");
                 }
             }));

@@ -88,9 +88,9 @@ impl MemoryBackend {
         let Some(expected) = grant else {
             return;
         };
-        let unused_grant = table.holder(id, now).is_some_and(|h| {
-            *h.owner == *owner && h.count == 1 && (expected == 0 || h.token == expected)
-        });
+        let unused_grant = table
+            .holder(id, now)
+            .is_some_and(|h| *h.owner == *owner && h.count == 1 && h.token == expected);
         if unused_grant {
             table.locks.remove(id);
             self.grant_next(&mut table, id, now);

@@ -1,13 +1,13 @@
--- A fair waiter stopped waiting: leave the queue; if the lock was granted to it meanwhile (and it
--- holds no guard of its own on it), pass the lock on to the next waiter.
+-- A fair waiter stopped waiting: leave the queue; if the lock was granted to it meanwhile under the
+-- given token and is still held by that grant alone, pass the lock on to the next waiter.
 -- KEYS: lock hash, queue, this owner's heartbeat key, fencing counter
 -- ARGV: owner, release a grant ('1'/'0'), inbox channel prefix, claim lease ms,
---       token of the grant to release ('0': whichever)
+--       token of the grant to release
 local lock, q, heartbeat, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 redis.call('LREM', q, '1', ARGV[1])
 redis.call('DEL', heartbeat)
-local token_matches = ARGV[5] == '0' or redis.call('HGET', lock, '#t') == ARGV[5]
-if ARGV[2] == '1' and token_matches and redis.call('HGET', lock, ARGV[1]) == '1' then
+if ARGV[2] == '1' and redis.call('HGET', lock, '#t') == ARGV[5]
+    and redis.call('HGET', lock, ARGV[1]) == '1' then
   redis.call('DEL', lock)
   grant_next(lock, q, fence, ARGV[3], ARGV[4])
   return 1
