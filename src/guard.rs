@@ -2,7 +2,7 @@
 //! or, on drop, in the background).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use tokio::sync::Notify;
@@ -10,21 +10,24 @@ use tokio::sync::Notify;
 use crate::error::LockError;
 use crate::manager::Held;
 
-/// Fires once, when a lease is known to be lost.
+/// Fires once, when a lease is known to be lost, or may have run out: a lease is valid until a
+/// deadline that each renewal moves later, and once that deadline passes unrenewed the lease counts
+/// as lost (for good: a renewal that lands later does not bring it back), whether or not a renewal
+/// round has noticed yet.
 #[derive(Debug)]
 pub(crate) struct LostSignal {
     lost: AtomicBool,
     notify: Notify,
-    /// A fixed lease ends here whatever happens.
-    deadline: Option<Instant>,
+    /// The lease is known valid until here (`None`: it does not run out by time).
+    valid_until: Mutex<Option<Instant>>,
 }
 
 impl LostSignal {
-    pub(crate) fn new(deadline: Option<Instant>) -> Self {
+    pub(crate) fn new(valid_until: Option<Instant>) -> Self {
         LostSignal {
             lost: AtomicBool::new(false),
             notify: Notify::new(),
-            deadline,
+            valid_until: Mutex::new(valid_until),
         }
     }
 
@@ -33,30 +36,57 @@ impl LostSignal {
         self.notify.notify_waiters();
     }
 
-    fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::SeqCst) || self.deadline.is_some_and(|d| Instant::now() >= d)
+    fn valid_until(&self) -> MutexGuard<'_, Option<Instant>> {
+        self.valid_until.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A renewal made the lease valid until `until`. False when it came too late: the lease had
+    /// already run out (or was lost), and stays lost.
+    pub(crate) fn extend(&self, until: Instant) -> bool {
+        let mut valid_until = self.valid_until();
+        if self.is_lost_at(*valid_until, Instant::now()) {
+            drop(valid_until);
+            self.fire();
+            return false;
+        }
+        if let Some(deadline) = valid_until.as_mut() {
+            *deadline = (*deadline).max(until);
+        }
+        true
+    }
+
+    fn is_lost_at(&self, valid_until: Option<Instant>, now: Instant) -> bool {
+        self.lost.load(Ordering::SeqCst) || valid_until.is_some_and(|d| now >= d)
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        let lost = self.is_lost_at(*self.valid_until(), Instant::now());
+        if lost {
+            // latch it: a deadline that passed stays passed
+            self.lost.store(true, Ordering::SeqCst);
+        }
+        lost
     }
 
     async fn wait(&self) {
-        let fired = async {
-            loop {
-                let notified = self.notify.notified();
-                tokio::pin!(notified);
-                notified.as_mut().enable();
-                if self.lost.load(Ordering::SeqCst) {
-                    return;
-                }
-                notified.await;
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_lost() {
+                return;
             }
-        };
-        match self.deadline {
-            Some(deadline) => {
-                tokio::select! {
-                    _ = fired => {}
-                    _ = tokio::time::sleep_until(deadline.into()) => {}
+            let valid_until = *self.valid_until();
+            match valid_until {
+                // at the deadline, look again: a renewal may have moved it
+                Some(deadline) => {
+                    tokio::select! {
+                        _ = notified => {}
+                        _ = tokio::time::sleep_until(deadline.into()) => {}
+                    }
                 }
+                None => notified.await,
             }
-            None => fired.await,
         }
     }
 }
@@ -87,13 +117,16 @@ impl LockInfo {
         self.token
     }
 
-    /// True once the lease is known lost (the watchdog found the lock gone or could not renew it for
-    /// a whole lease, or a fixed lease ran out).
+    /// True once the lease is known lost or may have run out: the watchdog found the lock gone, or
+    /// the time since the last renewal known to have reached Redis (or since the acquisition) has
+    /// passed the lease (a fair grant's claim lease until the watchdog has extended it), or a fixed
+    /// lease ran out. It never turns false again.
     pub fn is_lost(&self) -> bool {
         self.lost.is_lost()
     }
 
-    /// Resolves when the lease is known lost; pending forever while it is held.
+    /// Resolves when the lease is known lost or may have run out (see [`LockInfo::is_lost`]), at
+    /// that moment; pending forever while it is held.
     pub async fn lost(&self) {
         self.lost.wait().await
     }
@@ -141,12 +174,12 @@ impl LockGuard {
         self.info.fencing_token()
     }
 
-    /// True once the lease is known lost.
+    /// True once the lease is known lost or may have run out (see [`LockInfo::is_lost`]).
     pub fn is_lost(&self) -> bool {
         self.info.is_lost()
     }
 
-    /// Resolves when the lease is known lost.
+    /// Resolves when the lease is known lost or may have run out (see [`LockInfo::is_lost`]).
     pub async fn lost(&self) {
         self.info.lost().await
     }

@@ -28,9 +28,9 @@ pub(crate) type Chore = Pin<Box<dyn Future<Output = ()> + Send>>;
 struct Lease {
     /// Guards of this owner on this lock (re-entry shares one lease).
     guards: usize,
+    /// Fires when the lease is lost; holds how long it is known valid (each renewal, counted from
+    /// its start, moves that later).
     lost: Arc<LostSignal>,
-    /// When the lease was last known valid (the start of the last successful renewal).
-    valid_since: Instant,
 }
 
 /// Every watchdog-kept lease of one manager, by (lock, owner).
@@ -44,16 +44,26 @@ impl Leases {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Start (or, on re-entry, join) keeping the lease of `owner` on `id`, valid since `since`.
-    pub(crate) fn hold(&self, id: &LockId, owner: &Arc<str>, since: Instant) -> Arc<LostSignal> {
+    /// Start (or, on re-entry, join) keeping the lease of `owner` on `id`, known valid until
+    /// `valid_until`.
+    pub(crate) fn hold(
+        &self,
+        id: &LockId,
+        owner: &Arc<str>,
+        valid_until: Instant,
+    ) -> Arc<LostSignal> {
         let mut table = self.table();
         let lease = table
             .entry((id.clone(), owner.clone()))
             .or_insert_with(|| Lease {
                 guards: 0,
-                lost: Arc::new(LostSignal::new(None)),
-                valid_since: since,
+                lost: Arc::new(LostSignal::new(Some(valid_until))),
             });
+        if !lease.lost.extend(valid_until) {
+            // The lease had run out here before a renewal noticed, yet Redis took this re-entry:
+            // the earlier guards stay lost, the holds go on under a new signal.
+            lease.lost = Arc::new(LostSignal::new(Some(valid_until)));
+        }
         lease.guards += 1;
         lease.lost.clone()
     }
@@ -93,15 +103,18 @@ impl Leases {
         };
         let lost = match outcome {
             Some(true) => {
-                entry.valid_since = started;
-                false
+                let in_time = entry.lost.extend(started + lease);
+                if !in_time {
+                    tracing::warn!("lock lease lost: renewed only after it could have run out");
+                }
+                !in_time
             }
             Some(false) => {
                 tracing::warn!("lock lease lost: the lock was gone at renewal");
                 true
             }
             None => {
-                let expired = started.saturating_duration_since(entry.valid_since) >= lease;
+                let expired = entry.lost.is_lost();
                 if expired {
                     tracing::warn!("lock lease lost: not renewed for a whole lease period");
                 }
@@ -156,17 +169,36 @@ impl Queued {
 /// holder's lease, in batches, instead of one command per grant on the hand-off path.
 #[derive(Debug, Default)]
 pub(crate) struct Claims {
-    table: Mutex<HashMap<HeldLock, Duration>>,
+    table: Mutex<HashMap<HeldLock, Claim>>,
+}
+
+/// A grant to extend: to which lease, and the lost signal of its guard, whose deadline moves with
+/// the extension.
+#[derive(Debug, Clone)]
+struct Claim {
+    lease: Duration,
+    lost: Arc<LostSignal>,
 }
 
 impl Claims {
-    fn table(&self) -> MutexGuard<'_, HashMap<HeldLock, Duration>> {
+    fn table(&self) -> MutexGuard<'_, HashMap<HeldLock, Claim>> {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// `lock` was granted under a claim lease; extend it to `lease` at the next heartbeat round.
-    pub(crate) fn add(&self, lock: HeldLock, lease: Duration) {
-        self.table().insert(lock, lease);
+    pub(crate) fn add(&self, lock: HeldLock, lease: Duration, lost: Arc<LostSignal>) {
+        self.table().insert(lock, Claim { lease, lost });
+    }
+
+    /// Claims whose extension failed: try again at the next round, unless released meanwhile or
+    /// granted again.
+    fn retry(&self, claims: Vec<(HeldLock, Claim)>) {
+        let mut table = self.table();
+        for (lock, claim) in claims {
+            if !claim.lost.is_lost() {
+                table.entry(lock).or_insert(claim);
+            }
+        }
     }
 
     /// `lock` was released: nothing to extend.
@@ -174,7 +206,7 @@ impl Claims {
         self.table().remove(lock);
     }
 
-    fn take_all(&self) -> Vec<(HeldLock, Duration)> {
+    fn take_all(&self) -> Vec<(HeldLock, Claim)> {
         self.table().drain().collect()
     }
 }
@@ -215,9 +247,9 @@ impl Watchdog {
                 _ = beats.tick(), if beat_round.is_none() => {
                     let (backend, queued, waiters) =
                         (self.backend.clone(), self.queued.clone(), self.waiters.clone());
-                    let claims = self.claims.take_all();
+                    let claims = self.claims.clone();
                     beat_round = Some(Box::pin(async move {
-                        extend_claims(&backend, claims).await;
+                        extend_claims(&backend, &claims).await;
                         heartbeat_all(backend, queued, waiters).await;
                     }));
                 }
@@ -239,16 +271,30 @@ impl Watchdog {
     }
 }
 
-/// Extend fresh fair grants from their claim lease to their holders' leases, in batches per lease.
-/// A grant found gone is left to the lease renewal to report.
-async fn extend_claims(backend: &Backend, mut claims: Vec<(HeldLock, Duration)>) {
-    claims.sort_by_key(|(_, lease)| *lease);
-    for same_lease in claims.chunk_by(|a, b| a.1 == b.1) {
-        let lease = same_lease[0].1;
-        let locks: Vec<HeldLock> = same_lease.iter().map(|(lock, _)| lock.clone()).collect();
-        for batch in locks.chunks(backend.renew_batch_size()) {
-            if let Err(err) = backend.renew(batch, lease).await {
-                tracing::warn!(error = %err, grants = batch.len(), "could not extend fair grants");
+/// Extend fresh fair grants from their claim lease to their holders' leases, in batches per lease,
+/// and move their guards' deadlines with them. A grant found gone is lost; one whose extension
+/// failed is tried again at the next round (its guard's deadline is still the claim's end).
+async fn extend_claims(backend: &Backend, claims: &Claims) {
+    let mut fresh = claims.take_all();
+    fresh.sort_by_key(|(_, claim)| claim.lease);
+    for same_lease in fresh.chunk_by(|a, b| a.1.lease == b.1.lease) {
+        let lease = same_lease[0].1.lease;
+        for batch in same_lease.chunks(backend.renew_batch_size()) {
+            let locks: Vec<HeldLock> = batch.iter().map(|(lock, _)| lock.clone()).collect();
+            let started = Instant::now();
+            match backend.renew(&locks, lease).await {
+                Ok(extended) => {
+                    for ((_, claim), ok) in batch.iter().zip(extended) {
+                        if !(ok && claim.lost.extend(started + lease)) {
+                            tracing::warn!("fair grant lost before its claim lease was extended");
+                            claim.lost.fire();
+                        }
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, grants = batch.len(), "could not extend fair grants");
+                    claims.retry(batch.to_vec());
+                }
             }
         }
     }

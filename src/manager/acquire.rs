@@ -169,6 +169,7 @@ impl Drop for WaitTicket {
 }
 
 /// What a successful acquisition needs to build its guard.
+#[derive(Clone)]
 struct Win<'a> {
     key: &'a str,
     id: LockId,
@@ -177,8 +178,10 @@ struct Win<'a> {
     lease: Duration,
     watched: bool,
     mode: Mode,
-    /// The lease is known valid from here.
+    /// The lease is known valid from here,
     since: Instant,
+    /// for this long (the lease; a fair grant's claim lease until the watchdog extends it).
+    valid_for: Duration,
 }
 
 impl Shared {
@@ -210,6 +213,7 @@ impl Shared {
             watched,
             mode,
             since: started,
+            valid_for: lease,
         };
         loop {
             if let Some(token) = ticket.as_ref().and_then(|t| t.waiter.grant()) {
@@ -220,8 +224,10 @@ impl Shared {
                 tracing::debug!(key, token, waited = ?started.elapsed(), "fair lock granted");
                 win.token = token;
                 win.since = Instant::now();
-                self.extend_claim(&win);
-                return Ok(Some(self.guard(win)));
+                win.valid_for = self.claim.min(win.lease);
+                let (guard, lost) = self.guard(win.clone());
+                self.extend_claim(&win, lost);
+                return Ok(Some(guard));
             }
             let attempt_started = Instant::now();
             let others_waiting = ticket.as_ref().is_some_and(WaitTicket::others_waiting);
@@ -242,7 +248,7 @@ impl Shared {
                     tracing::debug!(key, token, waited = ?started.elapsed(), "lock acquired");
                     win.token = token;
                     win.since = attempt_started;
-                    return Ok(Some(self.guard(win)));
+                    return Ok(Some(self.guard(win).0));
                 }
                 Attempt::Busy { ttl } => {
                     let Some(ticket) = ticket.as_mut() else {
@@ -267,14 +273,15 @@ impl Shared {
         }
     }
 
-    /// Build the guard of a won lock.
-    fn guard(self: &Arc<Self>, win: Win<'_>) -> LockGuard {
+    /// Build the guard of a won lock, and its lost signal.
+    fn guard(self: &Arc<Self>, win: Win<'_>) -> (LockGuard, Arc<LostSignal>) {
+        let valid_until = win.since + win.valid_for;
         let lost = if win.watched {
-            self.leases.hold(&win.id, win.owner, win.since)
+            self.leases.hold(&win.id, win.owner, valid_until)
         } else {
-            Arc::new(LostSignal::new(Some(win.since + win.lease)))
+            Arc::new(LostSignal::new(Some(valid_until)))
         };
-        let info = LockInfo::new(Arc::from(win.key), win.token, lost);
+        let info = LockInfo::new(Arc::from(win.key), win.token, lost.clone());
         let held = Held {
             shared: self.clone(),
             id: win.id,
@@ -282,17 +289,18 @@ impl Shared {
             watched: win.watched,
             mode: win.mode,
         };
-        LockGuard::new(info, held)
+        (LockGuard::new(info, held), lost)
     }
 
     /// A grant starts with a short claim lease: the watchdog's next heartbeat round (due well
-    /// within the claim) extends it to the request's lease, batched with the other grants.
-    fn extend_claim(&self, win: &Win<'_>) {
+    /// within the claim) extends it to the request's lease, batched with the other grants, and
+    /// moves the guard's deadline with it.
+    fn extend_claim(&self, win: &Win<'_>, lost: Arc<LostSignal>) {
         let lock = HeldLock {
             id: win.id.clone(),
             owner: win.owner.clone(),
         };
-        self.claims.add(lock, win.lease);
+        self.claims.add(lock, win.lease, lost);
     }
 
     /// One attempt, finished in the background (and released if it won) should the caller go away.

@@ -82,8 +82,10 @@ impl LockManagerBuilder {
 
     /// Fair locks: how long a queued waiter may go without a heartbeat before it is evicted as dead
     /// (default 5 s; live waiters heartbeat every third of it). A grant also starts with a claim
-    /// lease this long, which the new holder's manager extends at once; a grant to a waiter that
-    /// just died is therefore passed on after at most this long.
+    /// lease this long, which the new holder's manager extends at its next heartbeat round (the
+    /// guard counts as lost when this claim ends unextended); a grant to a waiter that just died is
+    /// therefore passed on after at most this long. Give every manager of a namespace the same
+    /// value: the releasing manager sets the claim, the waiting one counts on it.
     pub fn fair_eviction(mut self, eviction: Duration) -> Self {
         self.eviction = eviction;
         self

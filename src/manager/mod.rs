@@ -76,6 +76,9 @@ pub(crate) struct Shared {
     pub(crate) chores: mpsc::UnboundedSender<Chore>,
     /// The watchdog lease.
     pub(crate) lease: Duration,
+    /// The claim lease a fair grant starts with (the fair eviction deadline): valid for that long
+    /// until the watchdog extends it.
+    pub(crate) claim: Duration,
     /// Random id of this manager; owner ids extend it.
     pub(crate) id: Arc<str>,
     next_owner: AtomicU64,
@@ -116,6 +119,7 @@ impl Shared {
             claims,
             chores: tx.clone(),
             lease: timing.lease,
+            claim: timing.eviction,
             id,
             next_owner: AtomicU64::new(1),
             watchdog: Mutex::new(Some(watchdog)),
