@@ -1,6 +1,6 @@
 //! Exclusive mode on Redis: a release tells a waiting manager only when the lock is marked as
 //! waited for. A wake-up that finds nobody is passed on, and marks a lock taken meanwhile, so that
-//! its release still reaches the managers left waiting.
+//! its release still reaches the managers left waiting; the waiting record never outlives its use.
 
 mod support;
 
@@ -89,4 +89,42 @@ async fn an_unwaited_lock_is_released_without_looking_for_waiters() {
     }
     assert_eq!(server.command_calls("zpopmin"), 0);
     assert_eq!(server.command_calls("zadd"), 0);
+}
+
+/// A lock taken by one request of a manager while another request of it still waits keeps that
+/// manager in the lock's waiting record, so that the release reaches the second request. That
+/// record expires some time after the lock would: should the process die, it does not stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_waiting_record_left_by_a_taker_with_local_waiters_expires() {
+    let server = RedisServer::start();
+    let holder = manager(&server).await;
+    let waiting = manager(&server).await;
+    let held = holder
+        .acquire("k", &LockOptions::exclusive())
+        .await
+        .unwrap();
+    let (taken, take) = tokio::sync::oneshot::channel();
+    let (first, second) = {
+        let (a, b) = (waiting.clone(), waiting.clone());
+        (
+            tokio::spawn(async move {
+                let g = a.acquire("k", &LockOptions::exclusive()).await.unwrap();
+                let _ = taken.send(());
+                g
+            }),
+            tokio::spawn(async move { b.acquire("k", &LockOptions::exclusive()).await.unwrap() }),
+        )
+    };
+    assert!(support::wait_until(Duration::from_secs(5), || waiting
+        .waiting()
+        == 2));
+    held.release().await.unwrap();
+    take.await.unwrap();
+    // one request took the lock; the other still waits, and its manager is on record again
+    let record = "{tower-lock:k}:w";
+    assert_eq!(server.cmd(&["ZCARD", record]).as_int(), Some(1));
+    let pttl = server.cmd(&["PTTL", record]).as_int().unwrap();
+    assert!(pttl > 0, "the waiting record has no expiry (PTTL {pttl})");
+    first.await.unwrap().release().await.unwrap();
+    second.await.unwrap().release().await.unwrap();
 }
