@@ -4,6 +4,7 @@
 
 mod support;
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use support::RedisServer;
@@ -127,4 +128,47 @@ async fn the_waiting_record_left_by_a_taker_with_local_waiters_expires() {
     assert!(pttl > 0, "the waiting record has no expiry (PTTL {pttl})");
     first.await.unwrap().release().await.unwrap();
     second.await.unwrap().release().await.unwrap();
+}
+
+/// A request that gives up (its wait timed out) while it was its manager's last waiter withdraws
+/// the manager's waiting record in the background. A request that starts waiting right then may
+/// record itself before that withdrawal reaches Redis: it must check again, so that the next
+/// release still reaches it (else it sleeps until the holder's 30 s lease would have run out). On
+/// one thread, the new request's attempt deterministically goes out before the withdrawal.
+#[tokio::test]
+async fn a_waiter_that_starts_as_another_gives_up_still_hears_the_release() {
+    let server = RedisServer::start();
+    let holder = manager(&server).await;
+    let waiting = manager(&server).await;
+    let held = holder
+        .acquire("k", &LockOptions::exclusive())
+        .await
+        .unwrap();
+    let impatient = LockOptions::exclusive().wait_timeout(Duration::from_millis(100));
+    assert!(waiting.acquire("k", &impatient).await.is_err());
+    let patient = LockOptions::exclusive();
+    let next = waiting.acquire("k", &patient);
+    tokio::pin!(next);
+    // one poll: its first attempt goes out now, ahead of the withdrawal the timed-out request left
+    std::future::poll_fn(|cx| {
+        assert!(next.as_mut().poll(cx).is_pending());
+        std::task::Poll::Ready(())
+    })
+    .await;
+    let withdrawn = Instant::now();
+    while server.cmd(&["ZCARD", "{tower-lock:k}:w"]).as_int() != Some(0) {
+        assert!(
+            withdrawn.elapsed() < Duration::from_secs(5),
+            "never withdrawn"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let released = Instant::now();
+    held.release().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(5), next)
+        .await
+        .expect("the release did not reach the new waiter")
+        .unwrap();
+    assert!(released.elapsed() < Duration::from_secs(2));
+    guard.release().await.unwrap();
 }

@@ -160,9 +160,15 @@ impl Drop for WaitTicket {
         if !(departure.last || departure.pass_on) {
             return;
         }
+        let waiters = self.shared.waiters.clone();
         self.shared.chore(Box::pin(async move {
             if let Err(err) = backend.abandon(&id, departure).await {
                 tracing::debug!(error = %err, "could not withdraw a waiter");
+            }
+            if departure.last {
+                // A request of this process that began to wait after this one left may have had
+                // its record in Redis withdrawn by this call: it checks again, and records itself.
+                waiters.wake_one(&id);
             }
         }));
     }

@@ -232,8 +232,8 @@ impl LockManagerBuilder {
         ));
         let backend = Arc::new(Backend::Redis(redis.clone()));
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        let (shared, chores) = Shared::new(backend, waiters, self.timing(), id, Some(stop));
-        spawn_inbox(inbox, Some(subscription), redis, chores, stopped);
+        let (shared, chores) = Shared::new(backend, waiters.clone(), self.timing(), id, Some(stop));
+        spawn_inbox(inbox, Some(subscription), redis, waiters, chores, stopped);
         let manager = LockManager::from_shared(shared);
         manager.shared.start();
         Ok(manager)
@@ -327,7 +327,14 @@ impl LockManagerBuilder {
         for ((inbox, stream), node) in inboxes.into_iter().zip(streams).zip(redis) {
             let (stop, stopped) = tokio::sync::oneshot::channel();
             stops.push(stop);
-            spawn_inbox(inbox, stream.ok(), node, chores.clone(), stopped);
+            spawn_inbox(
+                inbox,
+                stream.ok(),
+                node,
+                waiters.clone(),
+                chores.clone(),
+                stopped,
+            );
         }
         tokio::spawn(async move {
             let _ = stopped.await;
@@ -347,13 +354,14 @@ fn spawn_inbox(
     inbox: crate::backend::redis::Inbox,
     subscription: Option<crate::backend::redis::Subscription>,
     node: Arc<crate::backend::redis::RedisBackend>,
+    waiters: Arc<crate::waiters::WaitRegistry>,
     chores: tokio::sync::mpsc::UnboundedSender<crate::watchdog::Chore>,
     stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
     use crate::backend::redis::Unclaimed;
 
     let unclaimed = move |message: Unclaimed| {
-        let node = node.clone();
+        let (node, waiters) = (node.clone(), waiters.clone());
         let _ = chores.send(Box::pin(async move {
             let outcome = match message {
                 Unclaimed::Wake(lock) => {
@@ -361,7 +369,10 @@ fn spawn_inbox(
                         last: true,
                         pass_on: true,
                     };
-                    node.abandon(&lock, departure).await
+                    let outcome = node.abandon(&lock, departure).await;
+                    // a request that began to wait meanwhile may have lost its record: it checks
+                    waiters.wake_one(&lock);
+                    outcome
                 }
                 Unclaimed::Grant { lock, owner, token } => {
                     node.leave_queue(&lock, &owner, Some(token)).await
