@@ -23,6 +23,9 @@ pub(crate) struct Waiter {
     /// The fencing token of a fair grant (0: none).
     granted: AtomicU64,
     notify: Notify,
+    /// Set, and `left` notified, when the waiter leaves the registry.
+    gone: AtomicBool,
+    left: Notify,
 }
 
 impl Waiter {
@@ -39,6 +42,19 @@ impl Waiter {
 
     fn has_unused_wake(&self) -> bool {
         self.woken.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once this waiter has left the registry (it acquired the lock, or gave up).
+    pub(crate) async fn departed(&self) {
+        loop {
+            let left = self.left.notified();
+            tokio::pin!(left);
+            left.as_mut().enable();
+            if self.gone.load(Ordering::SeqCst) {
+                return;
+            }
+            left.await;
+        }
     }
 
     /// The token of a grant received for this waiter, if any.
@@ -73,20 +89,31 @@ impl WaitRegistry {
         self.by_lock.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Add a waiter for `id`, behind the ones already there.
-    pub(crate) fn register(&self, id: &LockId, owner: &Arc<str>) -> Arc<Waiter> {
+    /// Add a waiter for `id`, behind the ones already there; unless a waiter of the same owner is
+    /// there already: that one is returned as the error, and nothing is added. One owner waits
+    /// for a lock through one request at a time (a lock's queue and its grants know owners, not
+    /// requests), so the second request waits for the first to be done.
+    pub(crate) fn register(
+        &self,
+        id: &LockId,
+        owner: &Arc<str>,
+    ) -> Result<Arc<Waiter>, Arc<Waiter>> {
+        let mut map = self.lock();
+        let queue = map.entry(id.clone()).or_default();
+        if let Some(sibling) = queue.iter().find(|w| w.owner == *owner) {
+            return Err(sibling.clone());
+        }
         let waiter = Arc::new(Waiter {
             seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
             owner: owner.clone(),
             woken: AtomicBool::new(false),
             granted: AtomicU64::new(0),
             notify: Notify::new(),
+            gone: AtomicBool::new(false),
+            left: Notify::new(),
         });
-        self.lock()
-            .entry(id.clone())
-            .or_default()
-            .push_back(waiter.clone());
-        waiter
+        queue.push_back(waiter.clone());
+        Ok(waiter)
     }
 
     /// Wake the first waiter of `id` that has no wake-up pending. Returns false when this process has
@@ -143,6 +170,13 @@ impl WaitRegistry {
     /// Remove `me`. When `acquired` is false and `me` held an unused wake-up, the wake-up goes to the
     /// next local waiter, or — if there is none — the returned [`Departure`] says to pass it on.
     pub(crate) fn leave(&self, id: &str, me: &Waiter, acquired: bool) -> Departure {
+        let departure = self.remove(id, me, acquired);
+        me.gone.store(true, Ordering::SeqCst);
+        me.left.notify_waiters();
+        departure
+    }
+
+    fn remove(&self, id: &str, me: &Waiter, acquired: bool) -> Departure {
         let mut map = self.lock();
         let Some(queue) = map.get_mut(id) else {
             return Departure {
@@ -181,9 +215,8 @@ mod tests {
     async fn a_wake_goes_to_one_waiter_in_order_and_survives_a_cancel() {
         let reg = WaitRegistry::default();
         let id: LockId = Arc::from("k");
-        let owner: Arc<str> = Arc::from("o");
-        let a = reg.register(&id, &owner);
-        let b = reg.register(&id, &owner);
+        let a = reg.register(&id, &Arc::from("o1")).unwrap();
+        let b = reg.register(&id, &Arc::from("o2")).unwrap();
         assert!(reg.wake_one("k"));
         assert!(a.has_unused_wake());
         assert!(!b.has_unused_wake());
@@ -216,7 +249,7 @@ mod tests {
     fn a_lone_cancelled_waiter_passes_its_wake_on() {
         let reg = WaitRegistry::default();
         let id: LockId = Arc::from("k");
-        let a = reg.register(&id, &Arc::from("o"));
+        let a = reg.register(&id, &Arc::from("o")).unwrap();
         reg.wake_one("k");
         assert_eq!(
             reg.leave("k", &a, false),
@@ -225,5 +258,22 @@ mod tests {
                 pass_on: true
             }
         );
+    }
+
+    #[tokio::test]
+    async fn one_owner_waits_through_one_request_at_a_time() {
+        let reg = WaitRegistry::default();
+        let id: LockId = Arc::from("k");
+        let owner: Arc<str> = Arc::from("o");
+        let first = reg.register(&id, &owner).unwrap();
+        let sibling = reg.register(&id, &owner).unwrap_err();
+        assert_eq!(sibling.seq, first.seq);
+        assert_eq!(reg.len(), 1);
+        let departed = tokio::spawn(async move { sibling.departed().await });
+        tokio::task::yield_now().await;
+        assert!(!departed.is_finished());
+        reg.leave("k", &first, true);
+        departed.await.unwrap();
+        assert!(reg.register(&id, &owner).is_ok());
     }
 }

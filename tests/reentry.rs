@@ -51,3 +51,62 @@ async fn a_failed_reentry_leaves_the_outer_hold_in_place() {
         assert!(other.try_acquire(mode, &opts).await.unwrap().is_some());
     }
 }
+
+/// Two requests of one owner wait at once for a lock someone else holds. When it is free, one
+/// takes it and the other re-enters it (one token, two holds): the lock stays held until both
+/// are released. (A lock's queue and its grants know owners: before, the second could take the
+/// first's grant as its own, one hold for two guards, and the first release freed the lock under
+/// the second.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_waiting_requests_of_one_owner_both_hold_until_both_release() {
+    let server = RedisServer::start();
+    for backend in ["memory", "redis"] {
+        let (holder, m) = match backend {
+            "memory" => (LockManager::memory(), None),
+            _ => (manager(&server).await, Some(manager(&server).await)),
+        };
+        let m = m.unwrap_or_else(|| holder.clone());
+        for (mode, opts) in [
+            ("fair", LockOptions::fair()),
+            ("exclusive", LockOptions::exclusive()),
+        ] {
+            let key = format!("twice-{mode}");
+            let held = holder.acquire(&key, &opts).await.unwrap();
+            let owner = m.owner();
+            let spawn = || {
+                let (owner, key) = (owner.clone(), key.clone());
+                tokio::spawn(async move { owner.acquire(&key, &opts).await.unwrap() })
+            };
+            let (first, second) = (spawn(), spawn());
+            assert!(support::wait_until(Duration::from_secs(5), || m.waiting() >= 1));
+            // let the second request start too (it waits behind the first)
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            held.release().await.unwrap();
+            let both = Duration::from_secs(5);
+            let what = format!("{backend} {mode}");
+            let a = tokio::time::timeout(both, first)
+                .await
+                .expect(&what)
+                .unwrap();
+            let b = tokio::time::timeout(both, second)
+                .await
+                .expect(&what)
+                .unwrap();
+            assert_eq!(
+                a.fencing_token(),
+                b.fencing_token(),
+                "{what}: one lock, re-entered"
+            );
+            a.release().await.unwrap();
+            assert!(
+                m.try_acquire(&key, &opts).await.unwrap().is_none(),
+                "{what}: the lock was freed while the second request still held it"
+            );
+            b.release().await.unwrap();
+            assert!(
+                m.try_acquire(&key, &opts).await.unwrap().is_some(),
+                "{what}"
+            );
+        }
+    }
+}

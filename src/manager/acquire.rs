@@ -92,15 +92,39 @@ struct WaitTicket {
 }
 
 impl WaitTicket {
-    fn new(shared: &Arc<Shared>, id: &LockId, owner: &Arc<str>, mode: Mode) -> Self {
-        WaitTicket {
-            shared: shared.clone(),
-            id: id.clone(),
-            owner: owner.clone(),
-            mode,
-            waiter: shared.waiters.register(id, owner),
-            found_busy: false,
-            acquired: false,
+    /// Join the local waiters of `id`. Another request of the same owner waiting for it goes
+    /// first: this one waits (at most until `deadline`) for that one to be done, then re-enters the
+    /// lock that one took, or waits afresh. A lock's queue and its grants know owners, so two
+    /// requests of one owner queued at once could take one grant for two holds.
+    async fn new(
+        shared: &Arc<Shared>,
+        id: &LockId,
+        owner: &Arc<str>,
+        mode: Mode,
+        deadline: Option<Instant>,
+    ) -> Option<Self> {
+        loop {
+            match shared.waiters.register(id, owner) {
+                Ok(waiter) => {
+                    return Some(WaitTicket {
+                        shared: shared.clone(),
+                        id: id.clone(),
+                        owner: owner.clone(),
+                        mode,
+                        waiter,
+                        found_busy: false,
+                        acquired: false,
+                    })
+                }
+                Err(sibling) => match deadline {
+                    Some(deadline) => {
+                        tokio::time::timeout_at(deadline.into(), sibling.departed())
+                            .await
+                            .ok()?;
+                    }
+                    None => sibling.departed().await,
+                },
+            }
         }
     }
 
@@ -209,7 +233,14 @@ impl Shared {
             Lease::Watchdog => (self.lease, true),
             Lease::Fixed(lease) => (lease, false),
         };
-        let mut ticket = wait.then(|| WaitTicket::new(self, &id, owner, mode));
+        let mut ticket = match wait {
+            true => Some(
+                WaitTicket::new(self, &id, owner, mode, deadline)
+                    .await
+                    .ok_or_else(|| timeout(key, started))?,
+            ),
+            false => None,
+        };
         let mut win = Win {
             key,
             id: id.clone(),

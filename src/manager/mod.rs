@@ -296,7 +296,9 @@ impl LockManager {
         self.shared.lease
     }
 
-    /// Requests of this process waiting for a lock right now.
+    /// Requests of this process waiting for a lock right now. A request whose owner already waits
+    /// for the same lock through another request is counted once that one is done: it waits
+    /// behind it, then re-enters the lock or waits in its own turn.
     pub fn waiting(&self) -> usize {
         self.shared.waiters.len()
     }

@@ -87,7 +87,8 @@ impl MemoryBackend {
         let mut table = self.table();
         if let Some(held) = table.holder(req.id, now) {
             if *held.owner == *req.owner {
-                if !req.queued {
+                // a queued fair request finding itself the holder found its grant, not a re-entry
+                if !(req.queued && req.mode == Mode::Fair) {
                     held.count += 1;
                 }
                 held.expires = held.expires.max(now + req.lease);
