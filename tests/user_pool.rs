@@ -56,3 +56,45 @@ async fn locks_work_through_a_pool_the_user_built() {
     }
     assert!(server.command_calls("script|load") > 0);
 }
+
+/// A user's pool with no connection to spare: bb8 would wait 30 s for one by default. The command
+/// timeout bounds every call, getting a connection included: an acquire and a release fail with
+/// `Unavailable` in about that long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exhausted_user_pool_fails_within_the_command_timeout() {
+    let server = RedisServer::start();
+    let manager = bb8_redis::RedisConnectionManager::new(server.url()).expect("connection manager");
+    let pool = bb8::Pool::builder()
+        .max_size(1)
+        .build(manager)
+        .await
+        .expect("pool");
+    let m = LockManager::builder()
+        .redis_pool(pool.clone(), server.url())
+        .command_timeout(Duration::from_millis(300))
+        .build()
+        .await
+        .expect("manager on a user's pool");
+    let held = m.acquire("k", &LockOptions::exclusive()).await.unwrap();
+    let taken = pool.get().await.expect("the pool's one connection");
+    let bounded = |call: &str, took: Duration, outcome: &Result<(), tower_lock::LockError>| {
+        assert!(
+            matches!(outcome, Err(tower_lock::LockError::Unavailable { .. })),
+            "{call}: {outcome:?}"
+        );
+        assert!(
+            took < Duration::from_secs(2),
+            "{call} waited {took:?} for a connection"
+        );
+    };
+    let started = std::time::Instant::now();
+    let outcome = m
+        .acquire("other", &LockOptions::exclusive())
+        .await
+        .map(drop);
+    bounded("acquire", started.elapsed(), &outcome);
+    let started = std::time::Instant::now();
+    let outcome = held.release().await;
+    bounded("release", started.elapsed(), &outcome);
+    drop(taken);
+}
