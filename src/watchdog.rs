@@ -31,6 +31,9 @@ struct Lease {
     /// Fires when the lease is lost; holds how long it is known valid (each renewal, counted from
     /// its start, moves that later).
     lost: Arc<LostSignal>,
+    /// The fencing token of the holds: a guard of an earlier hold of the same owner (lost, then
+    /// the lock taken again) is not one of them.
+    token: u64,
 }
 
 /// Every watchdog-kept lease of one manager, by (lock, owner).
@@ -44,22 +47,30 @@ impl Leases {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Start (or, on re-entry, join) keeping the lease of `owner` on `id`, known valid until
-    /// `valid_until`.
+    /// Start (or, on re-entry, join) keeping the lease of `owner` on `id` under `token`, known
+    /// valid until `valid_until`.
     pub(crate) fn hold(
         &self,
         id: &LockId,
         owner: &Arc<str>,
+        token: u64,
         valid_until: Instant,
     ) -> Arc<LostSignal> {
         let mut table = self.table();
+        let fresh = || Lease {
+            guards: 0,
+            lost: Arc::new(LostSignal::new(Some(valid_until))),
+            token,
+        };
         let lease = table
             .entry((id.clone(), owner.clone()))
-            .or_insert_with(|| Lease {
-                guards: 0,
-                lost: Arc::new(LostSignal::new(Some(valid_until))),
-            });
-        if !lease.lost.extend(valid_until) {
+            .or_insert_with(fresh);
+        if lease.token != token {
+            // The earlier holds of this owner are gone (the lock was taken anew): their guards
+            // are lost, and this hold starts its own lease.
+            lease.lost.fire();
+            *lease = fresh();
+        } else if !lease.lost.extend(valid_until) {
             // The lease had run out here before a renewal noticed, yet Redis took this re-entry:
             // the earlier guards stay lost, the holds go on under a new signal.
             lease.lost = Arc::new(LostSignal::new(Some(valid_until)));
@@ -68,11 +79,11 @@ impl Leases {
         lease.lost.clone()
     }
 
-    /// One guard of `owner` on `id` is released: stop renewing once none is left.
-    pub(crate) fn unhold(&self, id: &LockId, owner: &Arc<str>) {
+    /// One guard of `owner` on `id` under `token` is released: stop renewing once none is left.
+    pub(crate) fn unhold(&self, id: &LockId, owner: &Arc<str>, token: u64) {
         let mut table = self.table();
         let key = (id.clone(), owner.clone());
-        if let Some(lease) = table.get_mut(&key) {
+        if let Some(lease) = table.get_mut(&key).filter(|l| l.token == token) {
             lease.guards -= 1;
             if lease.guards == 0 {
                 table.remove(&key);

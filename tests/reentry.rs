@@ -110,3 +110,47 @@ async fn two_waiting_requests_of_one_owner_both_hold_until_both_release() {
         }
     }
 }
+
+/// An owner's guard loses its lease (the lock was deleted behind it), and the owner takes the lock
+/// again. Releasing the old guard must not release the new hold, nor stop the new hold's lease
+/// from being renewed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_guard_leaves_its_owners_new_hold_alone() {
+    let server = RedisServer::start();
+    let lease = Duration::from_millis(600);
+    let manager = || async {
+        LockManager::builder()
+            .redis(server.url())
+            .lease(lease)
+            .build()
+            .await
+            .expect("manager")
+    };
+    let (m, other) = (manager().await, manager().await);
+    for (mode, opts) in [
+        ("fair", LockOptions::fair()),
+        ("exclusive", LockOptions::exclusive()),
+    ] {
+        let owner = m.owner();
+        let old = owner.acquire(mode, &opts).await.unwrap();
+        server.cmd(&["DEL", &format!("{{tower-lock:{mode}}}")]);
+        tokio::time::timeout(lease * 3, old.lost())
+            .await
+            .expect("the renewal finds the lock gone");
+        let new = owner.acquire(mode, &opts).await.unwrap();
+        assert_ne!(new.fencing_token(), old.fencing_token());
+        let stale = old.release().await;
+        assert!(
+            matches!(stale, Err(tower_lock::LockError::NotHeld { .. })),
+            "{mode}: releasing the lost guard: {stale:?}"
+        );
+        assert!(
+            other.try_acquire(mode, &opts).await.unwrap().is_none(),
+            "{mode}: the lost guard's release freed the owner's new hold"
+        );
+        // several leases later the new hold is still renewed
+        tokio::time::sleep(lease * 3).await;
+        assert!(!new.is_lost(), "{mode}: the new hold stopped being renewed");
+        new.release().await.unwrap();
+    }
+}

@@ -5,6 +5,7 @@
 mod support;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::RedisServer;
@@ -104,30 +105,43 @@ async fn the_waiting_record_left_by_a_taker_with_local_waiters_expires() {
         .acquire("k", &LockOptions::exclusive())
         .await
         .unwrap();
-    let (taken, take) = tokio::sync::oneshot::channel();
-    let (first, second) = {
-        let (a, b) = (waiting.clone(), waiting.clone());
-        (
+    // each request says when it has the lock, and lets go when the test allows it
+    let (taken, mut takes) = tokio::sync::mpsc::unbounded_channel();
+    let let_go = Arc::new(tokio::sync::Semaphore::new(0));
+    let requests: Vec<_> = (0..2)
+        .map(|_| {
+            let (waiting, taken, let_go) = (waiting.clone(), taken.clone(), let_go.clone());
             tokio::spawn(async move {
-                let g = a.acquire("k", &LockOptions::exclusive()).await.unwrap();
-                let _ = taken.send(());
-                g
-            }),
-            tokio::spawn(async move { b.acquire("k", &LockOptions::exclusive()).await.unwrap() }),
-        )
-    };
+                let g = waiting
+                    .acquire("k", &LockOptions::exclusive())
+                    .await
+                    .unwrap();
+                taken.send(()).unwrap();
+                let_go.acquire().await.unwrap().forget();
+                g.release().await.unwrap();
+            })
+        })
+        .collect();
     assert!(support::wait_until(Duration::from_secs(5), || waiting
         .waiting()
         == 2));
     held.release().await.unwrap();
-    take.await.unwrap();
+    takes.recv().await.unwrap();
     // one request took the lock; the other still waits, and its manager is on record again
     let record = "{tower-lock:k}:w";
     assert_eq!(server.cmd(&["ZCARD", record]).as_int(), Some(1));
     let pttl = server.cmd(&["PTTL", record]).as_int().unwrap();
     assert!(pttl > 0, "the waiting record has no expiry (PTTL {pttl})");
-    first.await.unwrap().release().await.unwrap();
-    second.await.unwrap().release().await.unwrap();
+    // the release reaches the other request
+    let_go.add_permits(1);
+    tokio::time::timeout(Duration::from_secs(5), takes.recv())
+        .await
+        .expect("the second request got the lock")
+        .unwrap();
+    let_go.add_permits(1);
+    for request in requests {
+        request.await.unwrap();
+    }
 }
 
 /// A request that gives up (its wait timed out) while it was its manager's last waiter withdraws

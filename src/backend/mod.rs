@@ -115,18 +115,22 @@ impl Backend {
         }
     }
 
+    /// Release one hold of `owner` on `id`; with `token`, only a hold made under that token (a
+    /// guard whose lease was lost must not release a later hold of the same owner). Quorum
+    /// masters issue tokens of their own, so a quorum release goes by owner alone.
     pub(crate) async fn release(
         &self,
         id: &LockId,
         owner: &str,
         mode: Mode,
+        token: Option<u64>,
     ) -> Result<Released, BoxError> {
         match self {
-            Backend::Memory(m) => Ok(m.release(id, owner, mode)),
+            Backend::Memory(m) => Ok(m.release(id, owner, mode, token)),
             #[cfg(feature = "redis")]
             Backend::Redis(r) => match mode {
-                Mode::Fair => r.fair_release(id, owner).await,
-                _ => r.release(id, owner).await,
+                Mode::Fair => r.fair_release(id, owner, token).await,
+                _ => r.release(id, owner, token).await,
             },
             #[cfg(feature = "redis")]
             Backend::Quorum(q) => q.release(id, owner).await,

@@ -314,7 +314,7 @@ impl Shared {
     fn guard(self: &Arc<Self>, win: Win<'_>) -> (LockGuard, Arc<LostSignal>) {
         let valid_until = win.since + win.valid_for;
         let lost = if win.watched {
-            self.leases.hold(&win.id, win.owner, valid_until)
+            self.leases.hold(&win.id, win.owner, win.token, valid_until)
         } else {
             Arc::new(LostSignal::new(Some(valid_until)))
         };
@@ -323,6 +323,7 @@ impl Shared {
             shared: self.clone(),
             id: win.id,
             owner: win.owner.clone(),
+            token: win.token,
             watched: win.watched,
             mode: win.mode,
         };
@@ -370,8 +371,10 @@ impl Shared {
         let undo: Undo<_> = Box::new(
             move |out: Result<Attempt, BoxError>| -> Option<BoxFuture<()>> {
                 match out {
-                    Ok(Attempt::Acquired { .. }) => Some(Box::pin(async move {
-                        let _ = undo_backend.release(&undo_id, &undo_owner, mode).await;
+                    Ok(Attempt::Acquired { token }) => Some(Box::pin(async move {
+                        let _ = undo_backend
+                            .release(&undo_id, &undo_owner, mode, Some(token))
+                            .await;
                     })),
                     _ => None,
                 }

@@ -14,6 +14,9 @@ pub(crate) struct Held {
     pub(crate) shared: Arc<Shared>,
     pub(crate) id: LockId,
     pub(crate) owner: Arc<str>,
+    /// The hold's fencing token: a release reaches only the holds made under it (not a later
+    /// acquisition of the same owner, after this one's lease was lost).
+    pub(crate) token: u64,
     /// Kept by the watchdog (else a fixed lease).
     pub(crate) watched: bool,
     pub(crate) mode: Mode,
@@ -22,7 +25,7 @@ pub(crate) struct Held {
 impl Held {
     fn stop_renewing(&self) {
         if self.watched {
-            self.shared.leases.unhold(&self.id, &self.owner);
+            self.shared.leases.unhold(&self.id, &self.owner, self.token);
         }
         if self.mode == Mode::Fair {
             self.shared.claims.remove(&HeldLock {
@@ -37,8 +40,8 @@ impl Held {
     pub(crate) async fn release(self, key: &str) -> Result<(), LockError> {
         self.stop_renewing();
         let backend = self.shared.backend.clone();
-        let (id, owner, mode) = (self.id.clone(), self.owner.clone(), self.mode);
-        let call = Box::pin(async move { backend.release(&id, &owner, mode).await });
+        let (id, owner, mode, token) = (self.id.clone(), self.owner.clone(), self.mode, self.token);
+        let call = Box::pin(async move { backend.release(&id, &owner, mode, Some(token)).await });
         let outcome = super::acquire::MustComplete::new(call, &self.shared).await;
         match outcome {
             Ok(Released::Freed | Released::StillHeld) => {
@@ -57,13 +60,13 @@ impl Held {
         self.stop_renewing();
         if let Backend::Memory(memory) = &*self.shared.backend {
             // No I/O: release at once, so the next request sees the lock free.
-            memory.release(&self.id, &self.owner, self.mode);
+            memory.release(&self.id, &self.owner, self.mode, Some(self.token));
             return;
         }
         let backend = self.shared.backend.clone();
-        let (id, owner, mode) = (self.id.clone(), self.owner.clone(), self.mode);
+        let (id, owner, mode, token) = (self.id.clone(), self.owner.clone(), self.mode, self.token);
         self.shared.chore(Box::pin(async move {
-            if let Err(err) = backend.release(&id, &owner, mode).await {
+            if let Err(err) = backend.release(&id, &owner, mode, Some(token)).await {
                 tracing::warn!(error = %err, "background lock release failed; the lease will run out");
             }
         }));

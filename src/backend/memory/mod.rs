@@ -116,13 +116,19 @@ impl MemoryBackend {
         Attempt::Acquired { token }
     }
 
-    pub(crate) fn release(&self, id: &LockId, owner: &str, mode: Mode) -> Released {
+    pub(crate) fn release(
+        &self,
+        id: &LockId,
+        owner: &str,
+        mode: Mode,
+        token: Option<u64>,
+    ) -> Released {
         let now = Instant::now();
         let mut table = self.table();
         let Some(held) = table.holder(id, now) else {
             return Released::NotHeld;
         };
-        if *held.owner != *owner {
+        if *held.owner != *owner || token.is_some_and(|t| t != held.token) {
             return Released::NotHeld;
         }
         if held.count > 1 {

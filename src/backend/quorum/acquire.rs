@@ -339,7 +339,8 @@ fn busy_ttl(answers: &[(usize, Result<Grant, BoxError>)]) -> Option<Duration> {
 /// Release an attempt's hold on one master, telling the next waiting manager there (this one
 /// included: one of its requests may have been kept out by this very attempt).
 async fn undo_on(node: Node, lock: &HeldLock, timeout: Duration) {
-    let release = node.redis.release(&lock.id, &lock.owner);
+    // the master's own token is not kept here: release by owner
+    let release = node.redis.release(&lock.id, &lock.owner, None);
     if let Err(err) = bounded(timeout, &node.up, release).await {
         tracing::debug!(error = %err, lock = %lock.id, "could not undo a quorum attempt on a master; it expires");
     }

@@ -5,7 +5,8 @@
 -- ARGV: owner, inbox channel prefix, releasing manager id
 -- Returns -1 when the owner did not hold the lock, else the holds left (0: freed).
 local lock, waiters = KEYS[1], KEYS[2]
-local left = drop_hold(lock, ARGV[1])
+-- a master's tokens are its own: any hold of the owner
+local left = drop_hold(lock, ARGV[1], '')
 if left ~= 0 then
   return left
 end

@@ -99,11 +99,13 @@ local function notify_next(waiters, prefix, lock, skip)
   end
 end
 
--- Drop one hold of `owner` on `lock`; the lock hash goes with the last one. Returns -1 when the
--- owner held none, else the holds left.
-local function drop_hold(lock, owner)
-  local holds = tonumber(redis.call('HGET', lock, owner))
-  if not holds then
+-- Drop one hold of `owner` on `lock` made under fencing token `token` ('': any); the lock hash
+-- goes with the last one. Returns -1 when the owner held none (under that token), else the holds
+-- left.
+local function drop_hold(lock, owner, token)
+  local state = redis.call('HMGET', lock, owner, '#t')
+  local holds = tonumber(state[1])
+  if not holds or (token ~= '' and state[2] ~= token) then
     return -1
   end
   if holds <= 1 then

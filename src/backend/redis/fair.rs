@@ -32,6 +32,7 @@ impl RedisBackend {
         &self,
         id: &LockId,
         owner: &str,
+        token: Option<u64>,
     ) -> Result<Released, BoxError> {
         let mut call = ScriptCall::new(&scripts::FAIR_RELEASE, 3);
         call.key(&**id)
@@ -40,6 +41,10 @@ impl RedisBackend {
             .arg(owner)
             .arg(&self.inbox_prefix)
             .arg(millis(self.eviction));
+        match token {
+            Some(token) => call.arg(token),
+            None => call.arg(""),
+        };
         let left: i64 = self.invoke(slot_hint(id), &call).await?;
         Ok(super::released(left))
     }

@@ -196,12 +196,22 @@ impl RedisBackend {
         Ok(attempt(answer))
     }
 
-    pub(crate) async fn release(&self, id: &LockId, owner: &str) -> Result<Released, BoxError> {
+    /// Release one hold of `owner`; with `token`, only a hold made under it.
+    pub(crate) async fn release(
+        &self,
+        id: &LockId,
+        owner: &str,
+        token: Option<u64>,
+    ) -> Result<Released, BoxError> {
         let mut call = ScriptCall::new(&scripts::RELEASE, 2);
         call.key(&**id)
             .key(keys::waiters(id))
             .arg(owner)
             .arg(&self.inbox_prefix);
+        match token {
+            Some(token) => call.arg(token),
+            None => call.arg(""),
+        };
         let left: i64 = self.invoke(slot_hint(id), &call).await?;
         Ok(released(left))
     }
