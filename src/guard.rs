@@ -194,7 +194,7 @@ impl LockGuard {
     /// (the lock then frees itself when its lease ends).
     pub async fn release(mut self) -> Result<(), LockError> {
         match self.held.take() {
-            Some(held) => held.release(self.key()).await,
+            Some(held) => held.release(self.key(), self.is_lost()).await,
             None => Ok(()),
         }
     }
@@ -203,7 +203,7 @@ impl LockGuard {
 impl Drop for LockGuard {
     fn drop(&mut self) {
         if let Some(held) = self.held.take() {
-            held.release_in_background();
+            held.release_in_background(self.is_lost());
         }
     }
 }

@@ -6,7 +6,7 @@
 -- Returns -1 when the owner did not hold the lock, else the holds left (0: freed).
 local lock, waiters = KEYS[1], KEYS[2]
 -- a master's tokens are its own: any hold of the owner
-local left = drop_hold(lock, ARGV[1], '')
+local left = drop_hold(lock, ARGV[1], nil)
 if left ~= 0 then
   return left
 end

@@ -99,13 +99,21 @@ local function notify_next(waiters, prefix, lock, skip)
   end
 end
 
--- Drop one hold of `owner` on `lock` made under fencing token `token` ('': any); the lock hash
+-- Drop one hold of `owner` on `lock` made under fencing token `token` (nil: any); the lock hash
 -- goes with the last one. Returns -1 when the owner held none (under that token), else the holds
 -- left.
 local function drop_hold(lock, owner, token)
-  local state = redis.call('HMGET', lock, owner, '#t')
-  local holds = tonumber(state[1])
-  if not holds or (token ~= '' and state[2] ~= token) then
+  local holds
+  if token then
+    local state = redis.call('HMGET', lock, owner, '#t')
+    if state[2] ~= token then
+      return -1
+    end
+    holds = tonumber(state[1])
+  else
+    holds = tonumber(redis.call('HGET', lock, owner))
+  end
+  if not holds then
     return -1
   end
   if holds <= 1 then

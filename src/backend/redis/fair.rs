@@ -41,10 +41,9 @@ impl RedisBackend {
             .arg(owner)
             .arg(&self.inbox_prefix)
             .arg(millis(self.eviction));
-        match token {
-            Some(token) => call.arg(token),
-            None => call.arg(""),
-        };
+        if let Some(token) = token {
+            call.arg(token);
+        }
         let left: i64 = self.invoke(slot_hint(id), &call).await?;
         Ok(super::released(left))
     }

@@ -1,13 +1,21 @@
 -- Release one hold of an exclusive lock; when the last hold goes, tell one waiting manager. Only a
 -- lock marked '#w' (a manager may wait for it) looks at the waiting managers.
 -- KEYS: lock hash, waiting managers
--- ARGV: owner, inbox channel prefix, fencing token of the hold ('': any hold of the owner)
+-- ARGV: owner, inbox channel prefix, [fencing token of the hold (absent: any hold of the owner)]
 -- Returns -1 when the owner did not hold the lock (under that token), else the holds left (0:
 -- freed).
 local lock, waiters, owner, token = KEYS[1], KEYS[2], ARGV[1], ARGV[3]
-local state = redis.call('HMGET', lock, owner, '#w', '#t')
+local state
+if token then
+  state = redis.call('HMGET', lock, owner, '#w', '#t')
+  if state[3] ~= token then
+    return -1
+  end
+else
+  state = redis.call('HMGET', lock, owner, '#w')
+end
 local holds = state[1]
-if not holds or (token ~= '' and state[3] ~= token) then
+if not holds then
   return -1
 end
 -- holds are whole numbers from '1' up: comparing strings spares a conversion
