@@ -136,17 +136,17 @@ impl RedisBackend {
     ) -> Result<T, BoxError> {
         let too_slow =
             || -> BoxError { format!("Redis did not answer within {:?}", self.timeout).into() };
-        // The command timeout bounds the whole call, getting a connection included (a user's bb8
-        // pool may wait 30 s for one by default).
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        let (mut conn, broken) = tokio::time::timeout_at(deadline, self.pool.conn(hint))
+        // Getting a connection is bounded by the command timeout too (a user's bb8 pool may wait
+        // 30 s for one by default; ours opens one within it). It has a timeout of its own: a fresh
+        // connection loads the scripts first, which must not eat into the command's time.
+        let (mut conn, broken) = tokio::time::timeout(self.timeout, self.pool.conn(hint))
             .await
             .map_err(|_| -> BoxError {
                 format!("no Redis connection within {:?}", self.timeout).into()
             })??;
         let reply = call.invoke::<T>(&mut conn);
         tokio::pin!(reply);
-        let outcome = match tokio::time::timeout_at(deadline, &mut reply).await {
+        let outcome = match tokio::time::timeout(self.timeout, &mut reply).await {
             Ok(outcome) => outcome,
             Err(_) => {
                 broken.timed_out();
