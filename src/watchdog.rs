@@ -1,6 +1,7 @@
 //! The watchdog: ONE task per manager. Every lease/3 it renews every held lease in batches (many locks
-//! per round trip). A renewal that finds a lock gone marks its guard lost at once; a lease that could
-//! not be renewed for a whole lease period is lost too. Every eviction/3 it heartbeats the requests
+//! per round trip). A renewal that finds a lock gone marks its guard lost at once; a lease that was
+//! not renewed in time is lost when it may have run out (its guard's deadline, which every renewal
+//! moves on). Every eviction/3 it heartbeats the requests
 //! queued for fair locks, so that only dead waiters are evicted. The same task runs the chores that must not
 //! block a `Drop`: background releases, and the rest of an operation whose caller went away.
 
@@ -91,12 +92,16 @@ impl Leases {
         }
     }
 
-    fn snapshot(&self) -> Vec<HeldLock> {
+    /// Every lease, with the token of its holds.
+    fn snapshot(&self) -> Vec<(HeldLock, u64)> {
         self.table()
-            .keys()
-            .map(|(id, owner)| HeldLock {
-                id: id.clone(),
-                owner: owner.clone(),
+            .iter()
+            .map(|((id, owner), lease)| {
+                let lock = HeldLock {
+                    id: id.clone(),
+                    owner: owner.clone(),
+                };
+                (lock, lease.token)
             })
             .collect()
     }
@@ -106,11 +111,20 @@ impl Leases {
         self.table().len()
     }
 
-    fn record(&self, lock: &HeldLock, outcome: Option<bool>, started: Instant, lease: Duration) {
+    /// The outcome of renewing the lease of `lock` whose holds had `token` when the round began.
+    fn record(
+        &self,
+        lock: &HeldLock,
+        token: u64,
+        outcome: Option<bool>,
+        started: Instant,
+        lease: Duration,
+    ) {
         let mut table = self.table();
         let key = (lock.id.clone(), lock.owner.clone());
-        let Some(entry) = table.get_mut(&key) else {
-            return; // released meanwhile
+        // released meanwhile, or the owner took the lock again since: not this lease any more
+        let Some(entry) = table.get_mut(&key).filter(|entry| entry.token == token) else {
+            return;
         };
         let lost = match outcome {
             Some(true) => {
@@ -180,7 +194,14 @@ impl Queued {
 /// holder's lease, in batches, instead of one command per grant on the hand-off path.
 #[derive(Debug, Default)]
 pub(crate) struct Claims {
-    table: Mutex<HashMap<HeldLock, Claim>>,
+    table: Mutex<ClaimTable>,
+}
+
+#[derive(Debug, Default)]
+struct ClaimTable {
+    fresh: HashMap<HeldLock, Claim>,
+    /// While a round extends the claims it took: those released since, not to be tried again.
+    released: Option<std::collections::HashSet<HeldLock>>,
 }
 
 /// A grant to extend: to which lease, and the lost signal of its guard, whose deadline moves with
@@ -192,33 +213,46 @@ struct Claim {
 }
 
 impl Claims {
-    fn table(&self) -> MutexGuard<'_, HashMap<HeldLock, Claim>> {
+    fn table(&self) -> MutexGuard<'_, ClaimTable> {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// `lock` was granted under a claim lease; extend it to `lease` at the next heartbeat round.
     pub(crate) fn add(&self, lock: HeldLock, lease: Duration, lost: Arc<LostSignal>) {
-        self.table().insert(lock, Claim { lease, lost });
+        self.table().fresh.insert(lock, Claim { lease, lost });
     }
 
-    /// Claims whose extension failed: try again at the next round, unless released meanwhile or
+    /// Claims whose extension failed: try again at the next round, unless released meanwhile
+    /// (renewals go by owner: a later hold of the same owner must not be stretched), lost, or
     /// granted again.
     fn retry(&self, claims: Vec<(HeldLock, Claim)>) {
         let mut table = self.table();
         for (lock, claim) in claims {
-            if !claim.lost.is_lost() {
-                table.entry(lock).or_insert(claim);
+            let released = table.released.as_ref().is_some_and(|r| r.contains(&lock));
+            if !released && !claim.lost.is_lost() {
+                table.fresh.entry(lock).or_insert(claim);
             }
         }
     }
 
     /// `lock` was released: nothing to extend.
     pub(crate) fn remove(&self, lock: &HeldLock) {
-        self.table().remove(lock);
+        let mut table = self.table();
+        table.fresh.remove(lock);
+        if let Some(released) = table.released.as_mut() {
+            released.insert(lock.clone());
+        }
     }
 
+    /// The claims to extend in this round; releases are noted until [`Claims::round_done`].
     fn take_all(&self) -> Vec<(HeldLock, Claim)> {
-        self.table().drain().collect()
+        let mut table = self.table();
+        table.released = Some(Default::default());
+        table.fresh.drain().collect()
+    }
+
+    fn round_done(&self) {
+        self.table().released = None;
     }
 }
 
@@ -309,6 +343,7 @@ async fn extend_claims(backend: &Backend, claims: &Claims) {
             }
         }
     }
+    claims.round_done();
 }
 
 /// One heartbeat round: every queued fair waiter, in batches. A waiter found out of its queue (granted
@@ -345,19 +380,20 @@ async fn renew_all(backend: Arc<Backend>, leases: Arc<Leases>, lease: Duration) 
     let started = Instant::now();
     let batches = held.chunks(backend.renew_batch_size()).map(|batch| {
         let backend = backend.clone();
-        async move { (batch, backend.renew(batch, lease).await) }
+        let locks: Vec<HeldLock> = batch.iter().map(|(lock, _)| lock.clone()).collect();
+        async move { (batch, backend.renew(&locks, lease).await) }
     });
     for (batch, result) in join_all(batches).await {
         match result {
             Ok(renewed) => {
-                for (lock, ok) in batch.iter().zip(renewed) {
-                    leases.record(lock, Some(ok), started, lease);
+                for ((lock, token), ok) in batch.iter().zip(renewed) {
+                    leases.record(lock, *token, Some(ok), started, lease);
                 }
             }
             Err(err) => {
                 tracing::warn!(error = %err, locks = batch.len(), "lease renewal failed");
-                for lock in batch {
-                    leases.record(lock, None, started, lease);
+                for (lock, token) in batch {
+                    leases.record(lock, *token, None, started, lease);
                 }
             }
         }

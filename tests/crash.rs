@@ -160,7 +160,7 @@ async fn dead_fair_waiter(fault: Fault) {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     assert_eq!(
-        server.cmd(&["LLEN", "{tower-lock:fair}:q"]).as_int(),
+        server.cmd(&["LLEN", "{tower-lock:fair}:ql"]).as_int(),
         Some(2)
     );
     match fault {
@@ -210,7 +210,7 @@ async fn a_queue_whose_waiters_all_died_expires_with_their_heartbeats() {
     let m = manager(&server.url()).await;
     let holder = m.acquire("fair", &LockOptions::fair()).await.unwrap();
     let mut child = spawn_child(&server, "queue");
-    let queue = "{tower-lock:fair}:q";
+    let queue = "{tower-lock:fair}:ql";
     assert_eq!(server.cmd(&["LLEN", queue]).as_int(), Some(1));
     // a live waiter of this process queues for another lock held by the same holder's manager
     let other = m.acquire("other", &LockOptions::fair()).await.unwrap();
@@ -239,7 +239,7 @@ async fn a_queue_whose_waiters_all_died_expires_with_their_heartbeats() {
     // the live waiter's queue outlives several eviction periods: its heartbeats keep it
     tokio::time::sleep(EVICTION * 2).await;
     assert_eq!(
-        server.cmd(&["LLEN", "{tower-lock:other}:q"]).as_int(),
+        server.cmd(&["LLEN", "{tower-lock:other}:ql"]).as_int(),
         Some(1)
     );
     assert!(!live.is_finished());

@@ -106,7 +106,7 @@ async fn cancelled_waiter_leaves_the_queue_at_once(fx: Fixture) {
     eventually("the cancelled waiter left", || m.queued() == 2).await;
     if let Some(server) = fx.server() {
         let left = support::wait_until(Duration::from_secs(5), || {
-            server.cmd(&["LLEN", "{tower-lock:c}:q"]).as_int() == Some(2)
+            server.cmd(&["LLEN", "{tower-lock:c}:ql"]).as_int() == Some(2)
         });
         assert!(left, "the cancelled waiter is still queued in Redis");
     }
@@ -191,7 +191,7 @@ async fn fair_reentry_shares_the_token(fx: Fixture) {
 /// On Redis the waiter's manager is another one; count through the queue key.
 fn other_queued(fx: &Fixture) -> usize {
     fx.server().map_or(0, |s| {
-        s.cmd(&["LLEN", "{tower-lock:re}:q"]).as_int().unwrap_or(0) as usize
+        s.cmd(&["LLEN", "{tower-lock:re}:ql"]).as_int().unwrap_or(0) as usize
     })
 }
 
@@ -237,7 +237,7 @@ async fn a_thousand_queued_waiters_share_one_connection_and_do_not_poll() {
     }
     eventually("all queued", || m.queued() == 1000).await;
     assert_eq!(
-        server.cmd(&["LLEN", "{tower-lock:hot}:q"]).as_int(),
+        server.cmd(&["LLEN", "{tower-lock:hot}:ql"]).as_int(),
         Some(1000)
     );
     assert_eq!(server.pubsub_clients(), 2, "one inbox per manager");

@@ -27,7 +27,7 @@ async fn more_dead_waiters_than_one_grant_skips_are_all_dropped_and_the_live_one
     // one grant skips (100).
     for i in 1..=150 {
         let owner = format!("00000000-0000-0000-0000-000000000000:{i}");
-        let added = server.cmd(&["RPUSH", "{tower-lock:crowd}:q", &owner]);
+        let added = server.cmd(&["RPUSH", "{tower-lock:crowd}:ql", &owner]);
         assert_eq!(added.as_int(), Some(i));
     }
     let waiter = {
@@ -38,7 +38,7 @@ async fn more_dead_waiters_than_one_grant_skips_are_all_dropped_and_the_live_one
             (Instant::now(), g)
         })
     };
-    let queue_len = || server.cmd(&["LLEN", "{tower-lock:crowd}:q"]).as_int();
+    let queue_len = || server.cmd(&["LLEN", "{tower-lock:crowd}:ql"]).as_int();
     assert!(support::wait_until(Duration::from_secs(5), || queue_len() == Some(151)));
 
     let released = Instant::now();
@@ -65,7 +65,7 @@ async fn a_grant_message_arriving_after_its_waiter_took_the_lock_does_not_releas
             waiting.acquire("late", &opts).await.expect("served")
         })
     };
-    let queue = "{tower-lock:late}:q";
+    let queue = "{tower-lock:late}:ql";
     assert!(support::wait_until(Duration::from_secs(5), || server
         .cmd(&["LLEN", queue])
         .as_int()

@@ -92,7 +92,9 @@ impl LockManagerBuilder {
     }
 
     /// How long one backend command may take (default 2 s) before the operation fails with
-    /// [`LockError::Unavailable`]: a dead or frozen Redis never hangs a request for longer.
+    /// [`LockError::Unavailable`]: a dead or frozen Redis never hangs a request for longer. Getting
+    /// a connection for it (opening one loads the scripts) is bounded by the same time, so a
+    /// release or a renewal takes at most twice this; an acquire attempt, this in all.
     pub fn command_timeout(mut self, timeout: Duration) -> Self {
         self.command_timeout = timeout;
         self

@@ -100,9 +100,10 @@ pub(crate) fn waiters(lock: &str) -> String {
     suffixed(lock, &[":w"])
 }
 
-/// A fair lock's queue: waiter -> arrival time.
+/// A fair lock's queue: a list of waiters in order of arrival. (Not `:q`: versions before the
+/// list kept a zset there, which list commands would refuse, and such a zset may outlive them.)
 pub(crate) fn queue(lock: &str) -> String {
-    suffixed(lock, &[":q"])
+    suffixed(lock, &[":ql"])
 }
 
 /// A queued fair waiter's heartbeat key: it lives while the waiter's manager heartbeats it (the Lua
@@ -192,6 +193,6 @@ mod tests {
         let ks = KeySpace::new("ns");
         assert_eq!(ks.lock("a:b"), format!("{{ns:{}}}", escape("a:b")));
         assert_eq!(heartbeat("{ns:a}", "m:1"), "{ns:a}:hb:m:1");
-        assert_eq!(queue("{ns:a}"), "{ns:a}:q");
+        assert_eq!(queue("{ns:a}"), "{ns:a}:ql");
     }
 }

@@ -119,7 +119,8 @@ impl RedisBackend {
         Arc::from(self.keys.lock(key.as_str()))
     }
 
-    /// Run one script call, bounded by the command timeout.
+    /// Run one script call: getting a connection and the call are each bounded by the command
+    /// timeout.
     /// `hint` picks the connection: the same lock always uses the same one, so a command of this
     /// process sent after another one's reply reaches Redis after it.
     async fn invoke<T: FromRedisValue>(&self, hint: u64, call: &ScriptCall) -> Result<T, BoxError> {
