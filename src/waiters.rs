@@ -64,6 +64,11 @@ impl Waiter {
             token => Some(token),
         }
     }
+
+    /// Forget a grant received: the request checks with the backend instead whether it holds it.
+    pub(crate) fn forget_grant(&self) {
+        self.granted.store(0, Ordering::SeqCst);
+    }
 }
 
 /// Every local waiter, by lock.

@@ -157,26 +157,45 @@ impl Leases {
 /// The requests of this manager queued for fair locks, by (lock, owner).
 #[derive(Debug, Default)]
 pub(crate) struct Queued {
-    table: Mutex<HashMap<HeldLock, usize>>,
+    table: Mutex<HashMap<HeldLock, QueuedWaiter>>,
+}
+
+#[derive(Debug, Default)]
+struct QueuedWaiter {
+    requests: usize,
+    /// The start of the last heartbeat round that found the waiter still queued behind a holder:
+    /// a grant made to it came later.
+    confirmed: Option<Instant>,
 }
 
 impl Queued {
-    fn table(&self) -> MutexGuard<'_, HashMap<HeldLock, usize>> {
+    fn table(&self) -> MutexGuard<'_, HashMap<HeldLock, QueuedWaiter>> {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// `waiter` joined its lock's queue: heartbeat it until [`Queued::remove`].
     pub(crate) fn add(&self, waiter: &HeldLock) {
-        *self.table().entry(waiter.clone()).or_insert(0) += 1;
+        self.table().entry(waiter.clone()).or_default().requests += 1;
     }
 
     pub(crate) fn remove(&self, waiter: &HeldLock) {
         let mut table = self.table();
-        if let Some(count) = table.get_mut(waiter) {
-            *count -= 1;
-            if *count == 0 {
+        if let Some(entry) = table.get_mut(waiter) {
+            entry.requests -= 1;
+            if entry.requests == 0 {
                 table.remove(waiter);
             }
+        }
+    }
+
+    /// When `waiter` was last known to be queued, not yet granted (see [`QueuedWaiter`]).
+    pub(crate) fn confirmed(&self, waiter: &HeldLock) -> Option<Instant> {
+        self.table().get(waiter).and_then(|entry| entry.confirmed)
+    }
+
+    fn confirm(&self, waiter: &HeldLock, at: Instant) {
+        if let Some(entry) = self.table().get_mut(waiter) {
+            entry.confirmed = Some(at);
         }
     }
 
@@ -186,7 +205,7 @@ impl Queued {
 
     /// Number of queued requests (for tests and metrics).
     pub(crate) fn len(&self) -> usize {
-        self.table().values().sum()
+        self.table().values().map(|entry| entry.requests).sum()
     }
 }
 
@@ -351,6 +370,7 @@ async fn extend_claims(backend: &Backend, claims: &Claims) {
 /// free (a grant to a frozen process ran out), is woken to re-check.
 async fn heartbeat_all(backend: Arc<Backend>, queued: Arc<Queued>, waiters: Arc<WaitRegistry>) {
     let all = queued.snapshot();
+    let started = Instant::now();
     let batches = all.chunks(backend.renew_batch_size()).map(|batch| {
         let backend = backend.clone();
         async move { (batch, backend.heartbeat(batch).await) }
@@ -359,7 +379,9 @@ async fn heartbeat_all(backend: Arc<Backend>, queued: Arc<Queued>, waiters: Arc<
         match result {
             Ok(alive) => {
                 for (waiter, waiting_behind_holder) in batch.iter().zip(alive) {
-                    if !waiting_behind_holder {
+                    if waiting_behind_holder {
+                        queued.confirm(waiter, started);
+                    } else {
                         waiters.wake_owner(&waiter.id, &waiter.owner);
                     }
                 }

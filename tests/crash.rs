@@ -4,7 +4,7 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::RedisServer;
@@ -21,7 +21,7 @@ fn main() {
         runtime.block_on(child(&url, &role));
         return;
     }
-    let tests: [(&str, fn() -> _); 5] = [
+    let tests: [(&str, fn() -> _); 6] = [
         ("holder_killed_frees_the_lock_after_its_lease", || {
             Box::pin(holder_killed_frees_the_lock_after_its_lease())
                 as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
@@ -42,6 +42,9 @@ fn main() {
             "a_queue_whose_waiters_all_died_expires_with_their_heartbeats",
             || Box::pin(a_queue_whose_waiters_all_died_expires_with_their_heartbeats()),
         ),
+        ("a_resumed_waiter_does_not_take_its_reclaimed_grant", || {
+            Box::pin(a_resumed_waiter_does_not_take_its_reclaimed_grant())
+        }),
     ];
     println!("\nrunning {} tests", tests.len());
     for (name, test) in tests {
@@ -75,7 +78,14 @@ async fn child(url: &str, role: &str) {
         )
     } else {
         let m2 = m.clone();
-        tokio::spawn(async move { m2.acquire("fair", &LockOptions::fair()).await.map(drop) });
+        let report = role == "queue and report";
+        tokio::spawn(async move {
+            let guard = m2.acquire("fair", &LockOptions::fair()).await?;
+            if report {
+                println!("GRANTED lost={}", guard.is_lost());
+            }
+            Ok::<_, tower_lock::LockError>(guard)
+        });
         while m.queued() == 0 {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
@@ -88,6 +98,11 @@ async fn child(url: &str, role: &str) {
 }
 
 fn spawn_child(server: &RedisServer, role: &str) -> Child {
+    spawn_child_reading(server, role).0
+}
+
+/// The child, and the rest of what it prints.
+fn spawn_child_reading(server: &RedisServer, role: &str) -> (Child, BufReader<ChildStdout>) {
     let mut child = Command::new(std::env::current_exe().expect("test binary"))
         .env(CHILD_URL, server.url())
         .env(CHILD_ROLE, role)
@@ -97,11 +112,10 @@ fn spawn_child(server: &RedisServer, role: &str) -> Child {
         .expect("spawn the child process");
     let mut line = String::new();
     let stdout = child.stdout.take().expect("child stdout");
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("read child");
+    let mut reader = BufReader::new(stdout);
+    reader.read_line(&mut line).expect("read child");
     assert_eq!(line.trim(), "READY");
-    child
+    (child, reader)
 }
 
 async fn holder_killed_frees_the_lock_after_its_lease() {
@@ -248,4 +262,67 @@ async fn a_queue_whose_waiters_all_died_expires_with_their_heartbeats() {
     other.release().await.unwrap();
     live.await.unwrap().expect("the live waiter");
     holder.release().await.unwrap();
+}
+
+/// A waiter's process freezes; the lock is granted to it meanwhile, its claim lease runs out and
+/// the next waiter takes the lock. When the frozen process resumes and reads its old grant, it must
+/// not believe it holds the lock that another holds: it keeps waiting (or, at worst, gets a guard
+/// that is already lost). Once the other holder lets go, it gets the lock for real.
+async fn a_resumed_waiter_does_not_take_its_reclaimed_grant() {
+    let server = RedisServer::start();
+    let m = manager(&server.url()).await;
+    let holder = m.acquire("fair", &LockOptions::fair()).await.unwrap();
+    let (mut child, output) = spawn_child_reading(&server, "queue and report");
+    let (lines, said) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in output.lines() {
+            if lines.send(line.unwrap_or_default()).is_err() {
+                return;
+            }
+        }
+    });
+    let ours = {
+        let m = m.clone();
+        tokio::spawn(async move {
+            let opts = LockOptions::fair().wait_timeout(Duration::from_secs(20));
+            m.acquire("fair", &opts).await.expect("our waiter")
+        })
+    };
+    while m.queued() == 0 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    // the grant goes to the frozen child; its claim runs out; then the lock comes to us
+    holder.release().await.unwrap();
+    let ours = tokio::time::timeout(EVICTION * 5, ours)
+        .await
+        .expect("the frozen child's claim ran out")
+        .unwrap();
+    assert!(Command::new("kill")
+        .args(["-CONT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    // several heartbeat periods of the resumed child while we hold the lock
+    match said.recv_timeout(EVICTION * 3) {
+        Err(_) => println!("  the resumed child keeps waiting behind us"),
+        Ok(line) => assert_eq!(
+            line.trim(),
+            "GRANTED lost=true",
+            "the resumed child believes it holds the lock we hold"
+        ),
+    }
+    assert!(!ours.is_lost());
+    ours.release().await.unwrap();
+    let line = said
+        .recv_timeout(EVICTION * 5)
+        .expect("the child gets the lock after us");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(line.trim(), "GRANTED lost=false");
 }

@@ -252,7 +252,19 @@ impl Shared {
             since: started,
             valid_for: lease,
         };
+        // the attempts that found the lock busy, and when the last one started
+        let (mut busy_attempts, mut busy_since) = (0u32, None::<Instant>);
         loop {
+            if let Some(ticket) = ticket.as_ref().filter(|_| busy_attempts > 1) {
+                if ticket.waiter.grant().is_some() {
+                    // This request tried again after it joined the queue (a heartbeat, a timer or
+                    // a reconnection woke it), so its grant may be older than that attempt and
+                    // reclaimed since (a frozen process's claim ran out, the lock went on). An
+                    // attempt checks: it takes the grant if it is still ours.
+                    ticket.waiter.forget_grant();
+                    busy_attempts = 1;
+                }
+            }
             if let Some(token) = ticket.as_ref().and_then(|t| t.waiter.grant()) {
                 // A fair grant: the lock is ours already, under a short claim lease.
                 if let Some(ticket) = ticket.as_mut() {
@@ -260,7 +272,17 @@ impl Shared {
                 }
                 tracing::debug!(key, token, waited = ?started.elapsed(), "fair lock granted");
                 win.token = token;
-                win.since = Instant::now();
+                // The claim lease began when Redis made the grant, which this process may learn of
+                // late (it was frozen, say). The grant came after the one attempt that found the
+                // lock busy (it joined the queue), and after the last heartbeat that found this
+                // request still queued: the claim is counted from the later of the two.
+                let queued = HeldLock {
+                    id: id.clone(),
+                    owner: owner.clone(),
+                };
+                win.since = busy_since
+                    .max(self.queued.confirmed(&queued))
+                    .unwrap_or(started);
                 win.valid_for = self.claim.min(win.lease);
                 let (guard, lost) = self.guard(win.clone());
                 self.extend_claim(&win, lost);
@@ -292,6 +314,8 @@ impl Shared {
                         return Ok(None);
                     };
                     ticket.found_busy();
+                    busy_attempts += 1;
+                    busy_since = Some(attempt_started);
                     let ttl = ttl
                         .unwrap_or(UNKNOWN_TTL_RETRY)
                         .max(Duration::from_millis(1));
