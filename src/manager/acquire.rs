@@ -9,13 +9,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use super::ticket::WaitTicket;
 use super::{Held, Shared};
 use crate::backend::{AcquireRequest, Attempt, HeldLock};
 use crate::error::{BoxError, LockError};
 use crate::guard::{LockGuard, LockInfo, LostSignal};
 use crate::key::LockKey;
 use crate::options::{Lease, LockOptions, Mode};
-use crate::waiters::{LockId, Waiter};
+use crate::waiters::LockId;
 use crate::watchdog::Chore;
 
 /// Retry after this long when the backend could not say how long the holder keeps the lock.
@@ -75,126 +76,6 @@ impl<T: Send + 'static> Drop for MustComplete<T> {
             }
         });
         self.shared.chore(chore);
-    }
-}
-
-/// A request's place among the local waiters of one lock, for as long as it waits.
-struct WaitTicket {
-    shared: Arc<Shared>,
-    id: LockId,
-    owner: Arc<str>,
-    mode: Mode,
-    waiter: Arc<Waiter>,
-    /// An attempt found the lock busy: the backend recorded this request as waiting (fair mode:
-    /// it joined the lock's queue, and the watchdog heartbeats it).
-    found_busy: bool,
-    acquired: bool,
-}
-
-impl WaitTicket {
-    /// Join the local waiters of `id`. Another request of the same owner waiting for it goes
-    /// first: this one waits (at most until `deadline`) for that one to be done, then re-enters the
-    /// lock that one took, or waits afresh. A lock's queue and its grants know owners, so two
-    /// requests of one owner queued at once could take one grant for two holds.
-    async fn new(
-        shared: &Arc<Shared>,
-        id: &LockId,
-        owner: &Arc<str>,
-        mode: Mode,
-        deadline: Option<Instant>,
-    ) -> Option<Self> {
-        loop {
-            match shared.waiters.register(id, owner) {
-                Ok(waiter) => {
-                    return Some(WaitTicket {
-                        shared: shared.clone(),
-                        id: id.clone(),
-                        owner: owner.clone(),
-                        mode,
-                        waiter,
-                        found_busy: false,
-                        acquired: false,
-                    })
-                }
-                Err(sibling) => match deadline {
-                    Some(deadline) => {
-                        tokio::time::timeout_at(deadline.into(), sibling.departed())
-                            .await
-                            .ok()?;
-                    }
-                    None => sibling.departed().await,
-                },
-            }
-        }
-    }
-
-    fn others_waiting(&self) -> bool {
-        self.shared.waiters.has_others(&self.id)
-    }
-
-    fn as_queued(&self) -> HeldLock {
-        HeldLock {
-            id: self.id.clone(),
-            owner: self.owner.clone(),
-        }
-    }
-
-    /// An attempt found the lock busy. Fair mode: the request is in the lock's queue now; keep it
-    /// alive there.
-    fn found_busy(&mut self) {
-        if !self.found_busy {
-            self.found_busy = true;
-            if self.mode == Mode::Fair {
-                self.shared.queued.add(&self.as_queued());
-            }
-        }
-    }
-}
-
-impl Drop for WaitTicket {
-    fn drop(&mut self) {
-        if self.found_busy && self.mode == Mode::Fair {
-            self.shared.queued.remove(&self.as_queued());
-        }
-        let departure = self
-            .shared
-            .waiters
-            .leave(&self.id, &self.waiter, self.acquired);
-        if self.acquired {
-            // The acquire script (or the grant) already updated the backend's records.
-            return;
-        }
-        let backend = self.shared.backend.clone();
-        let id = self.id.clone();
-        if self.mode == Mode::Fair {
-            // Leave the queue at once. A grant whose message reached us goes to the next waiter
-            // here; one whose message comes later finds no waiter and is passed on by the inbox,
-            // with its token. Only a grant known by its token is released: the owner may hold the
-            // lock through another guard (a re-entry that failed never queued), and that hold
-            // must stay.
-            let owner = self.owner.clone();
-            let grant = self.waiter.grant();
-            self.shared.chore(Box::pin(async move {
-                if let Err(err) = backend.leave_queue(&id, &owner, grant).await {
-                    tracing::debug!(error = %err, "could not leave a fair queue");
-                }
-            }));
-            return;
-        }
-        if !(departure.last || departure.pass_on) {
-            return;
-        }
-        let waiters = self.shared.waiters.clone();
-        self.shared.chore(Box::pin(async move {
-            if let Err(err) = backend.abandon(&id, departure).await {
-                tracing::debug!(error = %err, "could not withdraw a waiter");
-            }
-            if departure.last {
-                // A request of this process that began to wait after this one left may have had
-                // its record in Redis withdrawn by this call: it checks again, and records itself.
-                waiters.wake_one(&id);
-            }
-        }));
     }
 }
 

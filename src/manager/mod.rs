@@ -5,6 +5,7 @@ mod acquire;
 mod builder;
 mod held;
 mod owner;
+mod ticket;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

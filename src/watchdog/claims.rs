@@ -1,0 +1,104 @@
+//! Fair grants under their short claim lease, which the watchdog's next heartbeat round extends.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::backend::{Backend, HeldLock};
+use crate::guard::LostSignal;
+
+/// Fair grants held under their short claim lease: the next heartbeat round extends each to its
+/// holder's lease, in batches, instead of one command per grant on the hand-off path.
+#[derive(Debug, Default)]
+pub(crate) struct Claims {
+    table: Mutex<ClaimTable>,
+}
+
+#[derive(Debug, Default)]
+struct ClaimTable {
+    fresh: HashMap<HeldLock, Claim>,
+    /// While a round extends the claims it took: those released since, not to be tried again.
+    released: Option<std::collections::HashSet<HeldLock>>,
+}
+
+/// A grant to extend: to which lease, and the lost signal of its guard, whose deadline moves with
+/// the extension.
+#[derive(Debug, Clone)]
+struct Claim {
+    lease: Duration,
+    lost: Arc<LostSignal>,
+}
+
+impl Claims {
+    fn table(&self) -> MutexGuard<'_, ClaimTable> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `lock` was granted under a claim lease; extend it to `lease` at the next heartbeat round.
+    pub(crate) fn add(&self, lock: HeldLock, lease: Duration, lost: Arc<LostSignal>) {
+        self.table().fresh.insert(lock, Claim { lease, lost });
+    }
+
+    /// Claims whose extension failed: try again at the next round, unless released meanwhile
+    /// (renewals go by owner: a later hold of the same owner must not be stretched), lost, or
+    /// granted again.
+    fn retry(&self, claims: Vec<(HeldLock, Claim)>) {
+        let mut table = self.table();
+        for (lock, claim) in claims {
+            let released = table.released.as_ref().is_some_and(|r| r.contains(&lock));
+            if !released && !claim.lost.is_lost() {
+                table.fresh.entry(lock).or_insert(claim);
+            }
+        }
+    }
+
+    /// `lock` was released: nothing to extend.
+    pub(crate) fn remove(&self, lock: &HeldLock) {
+        let mut table = self.table();
+        table.fresh.remove(lock);
+        if let Some(released) = table.released.as_mut() {
+            released.insert(lock.clone());
+        }
+    }
+
+    /// The claims to extend in this round; releases are noted until [`Claims::round_done`].
+    fn take_all(&self) -> Vec<(HeldLock, Claim)> {
+        let mut table = self.table();
+        table.released = Some(Default::default());
+        table.fresh.drain().collect()
+    }
+
+    fn round_done(&self) {
+        self.table().released = None;
+    }
+}
+
+/// Extend fresh fair grants from their claim lease to their holders' leases, in batches per lease,
+/// and move their guards' deadlines with them. A grant found gone is lost; one whose extension
+/// failed is tried again at the next round (its guard's deadline is still the claim's end).
+pub(super) async fn extend_claims(backend: &Backend, claims: &Claims) {
+    let mut fresh = claims.take_all();
+    fresh.sort_by_key(|(_, claim)| claim.lease);
+    for same_lease in fresh.chunk_by(|a, b| a.1.lease == b.1.lease) {
+        let lease = same_lease[0].1.lease;
+        for batch in same_lease.chunks(backend.renew_batch_size()) {
+            let locks: Vec<HeldLock> = batch.iter().map(|(lock, _)| lock.clone()).collect();
+            let started = Instant::now();
+            match backend.renew(&locks, lease).await {
+                Ok(extended) => {
+                    for ((_, claim), ok) in batch.iter().zip(extended) {
+                        if !(ok && claim.lost.extend(started + lease)) {
+                            tracing::warn!("fair grant lost before its claim lease was extended");
+                            claim.lost.fire();
+                        }
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, grants = batch.len(), "could not extend fair grants");
+                    claims.retry(batch.to_vec());
+                }
+            }
+        }
+    }
+    claims.round_done();
+}

@@ -1,0 +1,139 @@
+//! The leases the watchdog keeps, by (lock, owner): how many guards share each, its lost signal
+//! and deadline, and the token of its holds.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::backend::HeldLock;
+use crate::guard::LostSignal;
+use crate::waiters::LockId;
+
+#[derive(Debug)]
+struct Lease {
+    /// Guards of this owner on this lock (re-entry shares one lease).
+    guards: usize,
+    /// Fires when the lease is lost; holds how long it is known valid (each renewal, counted from
+    /// its start, moves that later).
+    lost: Arc<LostSignal>,
+    /// The fencing token of the holds: a guard of an earlier hold of the same owner (lost, then
+    /// the lock taken again) is not one of them.
+    token: u64,
+}
+
+/// Every watchdog-kept lease of one manager, by (lock, owner).
+#[derive(Debug, Default)]
+pub(crate) struct Leases {
+    table: Mutex<HashMap<(LockId, Arc<str>), Lease>>,
+}
+
+impl Leases {
+    fn table(&self) -> MutexGuard<'_, HashMap<(LockId, Arc<str>), Lease>> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Start (or, on re-entry, join) keeping the lease of `owner` on `id` under `token`, known
+    /// valid until `valid_until`.
+    pub(crate) fn hold(
+        &self,
+        id: &LockId,
+        owner: &Arc<str>,
+        token: u64,
+        valid_until: Instant,
+    ) -> Arc<LostSignal> {
+        let mut table = self.table();
+        let fresh = || Lease {
+            guards: 0,
+            lost: Arc::new(LostSignal::new(Some(valid_until))),
+            token,
+        };
+        let lease = table
+            .entry((id.clone(), owner.clone()))
+            .or_insert_with(fresh);
+        if lease.token != token {
+            // The earlier holds of this owner are gone (the lock was taken anew): their guards
+            // are lost, and this hold starts its own lease.
+            lease.lost.fire();
+            *lease = fresh();
+        } else if !lease.lost.extend(valid_until) {
+            // The lease had run out here before a renewal noticed, yet Redis took this re-entry:
+            // the earlier guards stay lost, the holds go on under a new signal.
+            lease.lost = Arc::new(LostSignal::new(Some(valid_until)));
+        }
+        lease.guards += 1;
+        lease.lost.clone()
+    }
+
+    /// One guard of `owner` on `id` under `token` is released: stop renewing once none is left.
+    pub(crate) fn unhold(&self, id: &LockId, owner: &Arc<str>, token: u64) {
+        let mut table = self.table();
+        let key = (id.clone(), owner.clone());
+        if let Some(lease) = table.get_mut(&key).filter(|l| l.token == token) {
+            lease.guards -= 1;
+            if lease.guards == 0 {
+                table.remove(&key);
+            }
+        }
+    }
+
+    /// Every lease, with the token of its holds.
+    pub(super) fn snapshot(&self) -> Vec<(HeldLock, u64)> {
+        self.table()
+            .iter()
+            .map(|((id, owner), lease)| {
+                let lock = HeldLock {
+                    id: id.clone(),
+                    owner: owner.clone(),
+                };
+                (lock, lease.token)
+            })
+            .collect()
+    }
+
+    /// Number of leases kept (for tests and metrics).
+    pub(crate) fn len(&self) -> usize {
+        self.table().len()
+    }
+
+    /// The outcome of renewing the lease of `lock` whose holds had `token` when the round began.
+    pub(super) fn record(
+        &self,
+        lock: &HeldLock,
+        token: u64,
+        outcome: Option<bool>,
+        started: Instant,
+        lease: Duration,
+    ) {
+        let mut table = self.table();
+        let key = (lock.id.clone(), lock.owner.clone());
+        // released meanwhile, or the owner took the lock again since: not this lease any more
+        let Some(entry) = table.get_mut(&key).filter(|entry| entry.token == token) else {
+            return;
+        };
+        let lost = match outcome {
+            Some(true) => {
+                let in_time = entry.lost.extend(started + lease);
+                if !in_time {
+                    tracing::warn!("lock lease lost: renewed only after it could have run out");
+                }
+                !in_time
+            }
+            Some(false) => {
+                tracing::warn!("lock lease lost: the lock was gone at renewal");
+                true
+            }
+            None => {
+                let expired = entry.lost.is_lost();
+                if expired {
+                    tracing::warn!("lock lease lost: not renewed for a whole lease period");
+                }
+                expired
+            }
+        };
+        if lost {
+            tracing::debug!(lock = %lock.id, "lease lost");
+            entry.lost.fire();
+            table.remove(&key);
+        }
+    }
+}
