@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::ticket::WaitTicket;
 use super::{Held, Shared};
-use crate::backend::{AcquireRequest, Attempt, HeldLock};
+use crate::backend::{AcquireRequest, Attempt};
 use crate::error::{BoxError, LockError};
 use crate::guard::{LockGuard, LockInfo, LostSignal};
 use crate::key::LockKey;
@@ -80,7 +80,6 @@ impl<T: Send + 'static> Drop for MustComplete<T> {
 }
 
 /// What a successful acquisition needs to build its guard.
-#[derive(Clone)]
 struct Win<'a> {
     key: &'a str,
     id: LockId,
@@ -157,16 +156,18 @@ impl Shared {
                 // late (it was frozen, say). The grant came after the one attempt that found the
                 // lock busy (it joined the queue), and after the last heartbeat that found this
                 // request still queued: the claim is counted from the later of the two.
-                let queued = HeldLock {
-                    id: id.clone(),
-                    owner: owner.clone(),
-                };
-                win.since = busy_since
-                    .max(self.queued.confirmed(&queued))
-                    .unwrap_or(started);
+                let lock = ticket.as_ref().map(WaitTicket::as_queued);
+                let confirmed = lock.as_ref().and_then(|l| self.queued.confirmed(l));
+                win.since = busy_since.max(confirmed).unwrap_or(started);
                 win.valid_for = self.claim.min(win.lease);
-                let (guard, lost) = self.guard(win.clone());
-                self.extend_claim(&win, lost);
+                let lease = win.lease;
+                let (guard, lost) = self.guard(win);
+                // The watchdog's next heartbeat round (due well within the claim) extends the
+                // claim to the request's lease, batched with the other grants, and moves the
+                // guard's deadline with it.
+                if let Some(lock) = lock {
+                    self.claims.add(lock, lease, lost);
+                }
                 return Ok(Some(guard));
             }
             let attempt_started = Instant::now();
@@ -233,17 +234,6 @@ impl Shared {
             mode: win.mode,
         };
         (LockGuard::new(info, held), lost)
-    }
-
-    /// A grant starts with a short claim lease: the watchdog's next heartbeat round (due well
-    /// within the claim) extends it to the request's lease, batched with the other grants, and
-    /// moves the guard's deadline with it.
-    fn extend_claim(&self, win: &Win<'_>, lost: Arc<LostSignal>) {
-        let lock = HeldLock {
-            id: win.id.clone(),
-            owner: win.owner.clone(),
-        };
-        self.claims.add(lock, win.lease, lost);
     }
 
     /// One attempt, finished in the background (and released if it won) should the caller go away.

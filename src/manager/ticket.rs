@@ -63,7 +63,8 @@ impl WaitTicket {
         self.shared.waiters.has_others(&self.id)
     }
 
-    fn as_queued(&self) -> HeldLock {
+    /// The (lock, owner) pair this request waits as.
+    pub(super) fn as_queued(&self) -> HeldLock {
         HeldLock {
             id: self.id.clone(),
             owner: self.owner.clone(),
