@@ -152,7 +152,8 @@ impl MemoryBackend {
             .iter()
             .map(|lock| match table.holder(&lock.id, now) {
                 Some(h) if h.owner == lock.owner => {
-                    h.expires = now + lease;
+                    // only ever longer: another hold of the owner may have a longer lease
+                    h.expires = h.expires.max(now + lease);
                     true
                 }
                 _ => false,

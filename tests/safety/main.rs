@@ -1,0 +1,8 @@
+//! The safety contract (DESIGN.md), one scenario per module, each against real redis-server
+//! processes (and the memory backend where it applies): the ways a lock was seen, or could be
+//! shown, to break its promises under re-entry, restarts, retries and late messages.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod reentry_leases;
