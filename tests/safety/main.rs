@@ -6,3 +6,4 @@
 mod support;
 
 mod reentry_leases;
+mod waiting_record;

@@ -23,7 +23,7 @@ if not token then
   if others then
     redis.call('ZADD', waiters, 'NX', int(now_us()), manager_of(owner))
     -- as in wait_in_line: the record goes some time after the lock would, should nobody come back
-    redis.call('PEXPIRE', waiters, int(tonumber(lease) + 10000))
+    live_at_least(waiters, tonumber(lease) + 10000)
   elseif wait == 'wr' then
     redis.call('ZREM', waiters, manager_of(owner))
   end

@@ -74,11 +74,20 @@ local function manager_of(owner)
   return string.match(owner, '^[^:]+')
 end
 
+-- Make `key` live at least `ms` more milliseconds (a number), never less than it would have: the
+-- waiting-managers record is shared by requests with different leases, and a short one must not
+-- cut the record another manager still sleeps on. (A key without expiry gets one.)
+local function live_at_least(key, ms)
+  if redis.call('PTTL', key) < ms then
+    redis.call('PEXPIRE', key, int(ms))
+  end
+end
+
 -- Record that `manager` waits for the held `lock` (whose remaining lease is `ttl` ms; `lease` is the
 -- waiter's, a decimal string), and mark the lock so that its release looks for waiting managers.
 local function wait_in_line(lock, waiters, manager, ttl, lease, marked)
   redis.call('ZADD', waiters, 'NX', int(now_us()), manager)
-  redis.call('PEXPIRE', waiters, int(math.max(ttl, 0) + tonumber(lease) + 10000))
+  live_at_least(waiters, math.max(ttl, 0) + tonumber(lease) + 10000)
   if not marked then
     redis.call('HSET', lock, '#w', '1')
   end
