@@ -7,3 +7,4 @@ mod support;
 
 mod reentry_leases;
 mod waiting_record;
+mod tokens;

@@ -51,7 +51,8 @@ impl Table {
 #[derive(Debug)]
 pub(crate) struct MemoryBackend {
     table: Mutex<Table>,
-    /// One counter for every lock: tokens rise strictly per lock without remembering idle locks.
+    /// One counter for every lock, floored by the clock: tokens rise strictly per lock without
+    /// remembering idle locks, and across restarts of the process.
     last_token: AtomicU64,
     waiters: Arc<WaitRegistry>,
     /// The lease a fair grant starts with, until the new holder's manager extends it.
@@ -78,8 +79,26 @@ impl MemoryBackend {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// One above the last token, and never below the system clock in microseconds: a process
+    /// that restarts (a new backend) issues tokens above every one the earlier process issued,
+    /// as long as the clock does not go back and tokens came less than once a microsecond.
     fn next_token(&self) -> u64 {
-        self.last_token.fetch_add(1, Ordering::Relaxed) + 1
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| u64::try_from(since.as_micros()).unwrap_or(u64::MAX));
+        let mut last = self.last_token.load(Ordering::Relaxed);
+        loop {
+            let next = (last + 1).max(now);
+            match self.last_token.compare_exchange_weak(
+                last,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return next,
+                Err(actual) => last = actual,
+            }
+        }
     }
 
     pub(crate) fn try_acquire(&self, req: &AcquireRequest<'_>) -> Attempt {

@@ -18,7 +18,7 @@ if holds then
 end
 
 if not token then
-  token = take(lock, owner, lease, next_clocked_token(fence, now_us()))
+  token = take(lock, owner, lease, next_token(fence))
   if will_wait and not others then
     redis.call('ZREM', waiters, manager)
   end

@@ -13,24 +13,16 @@ local function int(n)
   return string.format('%d', n)
 end
 
--- The next fencing token of a lock on a single server, in one INCR: the counter starts at the server
--- clock in microseconds when it is created and lives 60 s from then. A lock issues far fewer than
--- one token per microsecond, so the counter never passes the clock, and each new counter starts
--- above every token of the ones before it.
+-- The next fencing token of a lock: one above the last one issued, and never below the server's
+-- clock in microseconds. The clock is the floor that survives what the counter does not: its
+-- expiry when the lock idles (60 s), a restart from a snapshot or an AOF that lost its last
+-- writes, a failover to a replica that lagged. Tokens therefore strictly increase as long as the
+-- clock of whichever server issues them does not go back, and a lock is granted less than once a
+-- microsecond on average. On a quorum, tokens of different masters also compare as their clocks
+-- do. One call in the usual case: SET ... GET stores the clock and returns the last token; only
+-- when that was not below the clock is the counter set again.
 local function next_token(fence)
-  local token = redis.call('INCR', fence)
-  if token == 1 then
-    token = now_us()
-    redis.call('SET', fence, int(token), 'PX', '60000')
-  end
-  return token
-end
-
--- The next fencing token of a lock on one master of a quorum: one above the last one issued, and
--- never below that master's clock in microseconds, so that tokens of different masters compare as
--- their clocks do. One call in the usual case: SET ... GET stores the clock and returns the last
--- token; only when that was not below the clock is the counter set again.
-local function next_clocked_token(fence, now)
+  local now = now_us()
   local last = tonumber(redis.call('SET', fence, int(now), 'PX', '60000', 'GET') or '0')
   if last < now then
     return now
