@@ -115,25 +115,29 @@ impl Backend {
         }
     }
 
-    /// Release one hold of `owner` on `id`; with `token`, only a hold made under that token (a
-    /// guard whose lease was lost must not release a later hold of the same owner). Quorum
-    /// masters issue tokens of their own, so a quorum release goes by owner alone.
+    /// Release one hold of `owner` on `id`, the one made under fencing token `token`. While the
+    /// hold's lease is not `lost`, every hold of its owner is this one's (re-entries share its
+    /// token), and a single server drops any of them (one argument less for Redis to parse);
+    /// once it was lost, the owner may have taken the lock again, and only holds under `token`
+    /// go. A quorum release always goes by the tokens each master issued for this hold.
     pub(crate) async fn release(
         &self,
         id: &LockId,
         owner: &str,
         mode: Mode,
-        token: Option<u64>,
+        token: u64,
+        lost: bool,
     ) -> Result<Released, BoxError> {
+        let exact = lost.then_some(token);
         match self {
-            Backend::Memory(m) => Ok(m.release(id, owner, mode, token)),
+            Backend::Memory(m) => Ok(m.release(id, owner, mode, exact)),
             #[cfg(feature = "redis")]
             Backend::Redis(r) => match mode {
-                Mode::Fair => r.fair_release(id, owner, token).await,
-                _ => r.release(id, owner, token).await,
+                Mode::Fair => r.fair_release(id, owner, exact).await,
+                _ => r.release(id, owner, exact).await,
             },
             #[cfg(feature = "redis")]
-            Backend::Quorum(q) => q.release(id, owner).await,
+            Backend::Quorum(q) => q.release(id, owner, token).await,
         }
     }
 

@@ -268,7 +268,7 @@ impl Shared {
                 match out {
                     Ok(Attempt::Acquired { token }) => Some(Box::pin(async move {
                         let _ = undo_backend
-                            .release(&undo_id, &undo_owner, mode, Some(token))
+                            .release(&undo_id, &undo_owner, mode, token, true)
                             .await;
                     })),
                     _ => None,

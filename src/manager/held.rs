@@ -35,21 +35,13 @@ impl Held {
         }
     }
 
-    /// Which holds a release may drop: any of the owner's while the lease holds (they are all this
-    /// guard's, re-entries share its token); once it was lost, only those under its token (the
-    /// owner may have taken the lock again since), at the cost of one more argument to the script.
-    fn release_token(&self, lost: bool) -> Option<u64> {
-        lost.then_some(self.token)
-    }
-
     /// Release now and report how it went. If the caller stops waiting, the release still completes
     /// in the background.
     pub(crate) async fn release(self, key: &str, lost: bool) -> Result<(), LockError> {
         self.stop_renewing();
         let backend = self.shared.backend.clone();
-        let token = self.release_token(lost);
-        let (id, owner, mode) = (self.id.clone(), self.owner.clone(), self.mode);
-        let call = Box::pin(async move { backend.release(&id, &owner, mode, token).await });
+        let (id, owner, mode, token) = (self.id.clone(), self.owner.clone(), self.mode, self.token);
+        let call = Box::pin(async move { backend.release(&id, &owner, mode, token, lost).await });
         let outcome = super::acquire::MustComplete::new(call, &self.shared).await;
         match outcome {
             Ok(Released::Freed | Released::StillHeld) => {
@@ -66,16 +58,15 @@ impl Held {
     /// Release without waiting (from `Drop`): the watchdog task sends it.
     pub(crate) fn release_in_background(self, lost: bool) {
         self.stop_renewing();
-        let token = self.release_token(lost);
         if let Backend::Memory(memory) = &*self.shared.backend {
             // No I/O: release at once, so the next request sees the lock free.
-            memory.release(&self.id, &self.owner, self.mode, token);
+            memory.release(&self.id, &self.owner, self.mode, lost.then_some(self.token));
             return;
         }
         let backend = self.shared.backend.clone();
-        let (id, owner, mode) = (self.id.clone(), self.owner.clone(), self.mode);
+        let (id, owner, mode, token) = (self.id.clone(), self.owner.clone(), self.mode, self.token);
         self.shared.chore(Box::pin(async move {
-            if let Err(err) = backend.release(&id, &owner, mode, token).await {
+            if let Err(err) = backend.release(&id, &owner, mode, token, lost).await {
                 tracing::warn!(error = %err, "background lock release failed; the lease will run out");
             }
         }));

@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod quorum_holds;
 mod reentry_leases;
-mod waiting_record;
 mod tokens;
+mod waiting_record;

@@ -45,7 +45,10 @@ async fn nobody_else_takes_it_while_held(other: &LockManager, key: &str, guard: 
             stolen.is_none() || guard.is_lost(),
             "{key}: another owner took the lock while the remaining hold was not lost"
         );
-        assert!(Instant::now() < deadline, "{key}: the fixed lease never ran out");
+        assert!(
+            Instant::now() < deadline,
+            "{key}: the fixed lease never ran out"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -58,7 +58,7 @@ async fn tokens_increase_across_a_restart_from_a_snapshot() {
         ("exclusive", LockOptions::exclusive()),
         ("fair", LockOptions::fair()),
     ];
-    let mut tokens = vec![Vec::new(), Vec::new()];
+    let mut tokens = [Vec::new(), Vec::new()];
     for (seen, (key, opts)) in tokens.iter_mut().zip(&modes) {
         seen.extend(three_tokens(&m, key, opts).await);
     }

@@ -31,7 +31,10 @@ async fn a_short_lease_does_not_cut_the_waiting_record() {
     let short = manager(&server, Duration::from_secs(1)).await;
     let long = manager(&server, Duration::from_secs(30)).await;
     let held = holder
-        .acquire("k", &LockOptions::exclusive().lease(Duration::from_secs(40)))
+        .acquire(
+            "k",
+            &LockOptions::exclusive().lease(Duration::from_secs(40)),
+        )
         .await
         .unwrap();
 

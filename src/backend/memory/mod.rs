@@ -85,7 +85,9 @@ impl MemoryBackend {
     fn next_token(&self) -> u64 {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| u64::try_from(since.as_micros()).unwrap_or(u64::MAX));
+            .map_or(0, |since| {
+                u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+            });
         let mut last = self.last_token.load(Ordering::Relaxed);
         loop {
             let next = (last + 1).max(now);

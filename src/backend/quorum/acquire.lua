@@ -5,7 +5,9 @@
 -- wakes its own next waiter itself when it releases a lock it really held.
 -- KEYS: lock hash (owner -> count, '#t' -> token, '#w' -> a manager may wait), waiting managers
 --       (zset), fencing counter
--- ARGV: owner, lease ms, manager id, will wait ('1'/'0'), other local waiters remain ('1'/'0')
+-- ARGV: owner, lease ms, manager id, will wait ('1'/'0'), other local waiters remain ('1'/'0'),
+--       attempt id (a fresh take records it as '#a', so that an undo whose answer never came can
+--       find the hold this attempt made, and no other)
 -- Returns {1, token, 0} when acquired, {1, token, 1} when re-entered (the owner held it here
 -- already: token is that hold's), {0, pttl, 0} when busy.
 local lock, waiters, fence = KEYS[1], KEYS[2], KEYS[3]
@@ -19,6 +21,7 @@ end
 
 if not token then
   token = take(lock, owner, lease, next_token(fence))
+  redis.call('HSET', lock, '#a', ARGV[6])
   if will_wait and not others then
     redis.call('ZREM', waiters, manager)
   end

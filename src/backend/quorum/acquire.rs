@@ -1,15 +1,16 @@
 //! One quorum acquisition: every master at once, decided by a majority within the lock's validity;
 //! otherwise undone on every master where it may have been taken.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
+use super::holds::{Binding, Part, QuorumAttempt};
 use super::round::{drift, gather, jitter, NodeCall, Verdict};
-use super::{bounded, Node, QuorumBackend, ACQUIRE, FAIR_REFUSED};
+use super::{bounded, Node, QuorumBackend, ACQUIRE, FAIR_REFUSED, RELEASE};
 use crate::backend::redis::{fence_key, waiters_key, ScriptCall};
 use crate::backend::{AcquireRequest, Attempt, HeldLock};
 use crate::error::BoxError;
@@ -51,107 +52,6 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
-/// One hold of one owner (re-entries count on it).
-#[derive(Debug)]
-struct Hold {
-    count: u32,
-    /// The fencing token of the hold: the largest token of the masters that granted it.
-    token: u64,
-    /// The token each master issued for this hold (unique per master and hold).
-    node_tokens: Vec<Option<u64>>,
-}
-
-/// The quorum holds of this manager. They give re-entry its token back (a re-entry may win a
-/// master the first acquisition missed, which would issue a new, larger token there), and tell a
-/// re-entry from a fresh acquisition when an attempt must be undone.
-#[derive(Debug, Default)]
-pub(super) struct Holds {
-    table: Mutex<HashMap<HeldLock, Hold>>,
-}
-
-impl Holds {
-    fn table(&self) -> MutexGuard<'_, HashMap<HeldLock, Hold>> {
-        // Each operation leaves the table consistent before it could panic.
-        self.table.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn contains(&self, lock: &HeldLock) -> bool {
-        self.table().contains_key(lock)
-    }
-
-    /// A won attempt: `won` are the masters that granted it, with their tokens and whether the
-    /// owner held it there already. Returns the hold's token. An owner that already holds the lock
-    /// keeps its token when a majority of masters re-entered its hold (with the very token they
-    /// issued for it, where known): they kept it all along, so no one else can have held a
-    /// majority meanwhile. Otherwise the hold was lost and this is a new one.
-    fn record(&self, lock: HeldLock, won: &[(usize, u64, bool)], n: usize, quorum: usize) -> u64 {
-        let fresh = won.iter().map(|(_, token, _)| *token).max().unwrap_or(0);
-        let mut table = self.table();
-        let hold = table.entry(lock).or_insert_with(|| Hold {
-            count: 0,
-            token: fresh,
-            node_tokens: vec![None; n],
-        });
-        if hold.count == 0 || continuing(hold, won) < quorum {
-            hold.token = fresh;
-            hold.node_tokens = vec![None; n];
-        }
-        for (i, token, _) in won {
-            if let Some(slot) = hold.node_tokens.get_mut(*i) {
-                *slot = Some(*token);
-            }
-        }
-        hold.count += 1;
-        hold.token
-    }
-
-    /// How many of the masters in `won` kept the owner's current hold (0 when it has none).
-    fn continuing(&self, lock: &HeldLock, won: &[(usize, u64, bool)]) -> usize {
-        self.table()
-            .get(lock)
-            .filter(|hold| hold.count > 0)
-            .map_or(0, |hold| continuing(hold, won))
-    }
-
-    /// A master granted a hold after its attempt was decided: remember its token.
-    fn record_late(&self, lock: &HeldLock, node: usize, token: u64) {
-        if let Some(slot) = self
-            .table()
-            .get_mut(lock)
-            .and_then(|hold| hold.node_tokens.get_mut(node))
-        {
-            slot.get_or_insert(token);
-        }
-    }
-
-    /// One hold is released. True when it was the owner's last (or unknown).
-    pub(super) fn forget(&self, lock: &HeldLock) -> bool {
-        let mut table = self.table();
-        let Some(hold) = table.get_mut(lock) else {
-            return true;
-        };
-        hold.count = hold.count.saturating_sub(1);
-        if hold.count > 0 {
-            return false;
-        }
-        table.remove(lock);
-        true
-    }
-}
-
-/// The masters in `won` that re-entered `hold` under the token they issued for it (if known).
-fn continuing(hold: &Hold, won: &[(usize, u64, bool)]) -> usize {
-    won.iter()
-        .filter(|(i, token, reentered)| {
-            *reentered
-                && hold
-                    .node_tokens
-                    .get(*i)
-                    .is_some_and(|t| t.unwrap_or(*token) == *token)
-        })
-        .count()
-}
-
 impl QuorumBackend {
     /// One attempt: the lock on every master at once. It counts when a majority granted it and
     /// validity = (lease + drift) − elapsed − drift > 0, where every master was asked to keep it for
@@ -169,11 +69,15 @@ impl QuorumBackend {
             owner: Arc::from(req.owner),
         };
         let reentry = self.holds.contains(&lock);
+        let attempt = QuorumAttempt {
+            id: self.attempts.fetch_add(1, Ordering::Relaxed),
+            n,
+            quorum: self.quorum(),
+        };
         let drift = drift(req.lease);
         let node_lease = req.lease + drift;
         let started = Instant::now();
-        let calls = (0..n)
-            .map(|i| self.acquire_call(i, &lock, node_lease, req.will_wait, req.others_waiting));
+        let calls = (0..n).map(|i| self.acquire_call(i, &lock, node_lease, req, attempt.id));
         let mut round = gather(calls, &self.suspects(), |g| matches!(g, Grant::Won { .. })).await;
         let mut won: Vec<(usize, u64, bool)> = round
             .answers
@@ -200,39 +104,40 @@ impl QuorumBackend {
         let elapsed = started.elapsed();
         let validity = node_lease.saturating_sub(elapsed).saturating_sub(drift);
         if round.verdict == Verdict::Yes && !validity.is_zero() {
-            let token = self.holds.record(lock.clone(), &won, n, self.quorum());
-            self.settle_after_win(round.rest, lock);
+            let parts = parts(n, &round.answers);
+            let token = self.holds.record(lock.clone(), &won, parts, attempt);
+            let fresh = (!reentry).then_some(attempt.id);
+            self.settle_after_win(round.rest, lock, token, fresh);
             return Ok(Attempt::Acquired { token });
         }
         if round.verdict == Verdict::Yes {
             tracing::debug!(lock = %lock.id, ?elapsed, "quorum reached too late: lock not valid");
         }
-        // Undo what was granted now, before the next attempt. A master that failed may still have
-        // run the script: undoing a fresh attempt there is harmless (in the background: it is
-        // likely down), undoing a re-entry there could take away the owner's earlier hold, so a
-        // re-entry is only undone where it is known to have been taken.
+        // Undo what was granted now, before the next attempt, each by the token its master
+        // issued. A master that failed may still have run the script: a fresh take there is
+        // undone by this attempt's id (in the background: the master is likely down); a re-entry
+        // there is left alone (it would be told from the owner's earlier hold by nothing).
         let (mut granted, mut unsure) = (Vec::new(), Vec::new());
         for (i, answer) in &round.answers {
             match answer {
-                Ok(Grant::Won { .. }) => granted.push(self.nodes[*i].clone()),
-                Err(_) if !reentry => unsure.push(self.nodes[*i].clone()),
+                Ok(Grant::Won { token, .. }) => {
+                    granted.push((self.nodes[*i].clone(), Binding::Token(*token)))
+                }
+                Err(_) if !reentry => {
+                    unsure.push((self.nodes[*i].clone(), Binding::Attempt(attempt.id)))
+                }
                 _ => {}
             }
         }
-        self.settle_after_loss(round.rest, lock.clone(), reentry);
+        self.settle_after_loss(round.rest, lock.clone(), (!reentry).then_some(attempt.id));
         if !unsure.is_empty() {
-            let (lock, timeout) = (lock.clone(), self.node_timeout);
+            let undo = self.undo(lock.clone());
             self.finish_later(Box::pin(async move {
-                join_all(unsure.into_iter().map(|node| undo_on(node, &lock, timeout))).await;
+                join_all(unsure.into_iter().map(|(node, by)| undo.on(node, by))).await;
             }));
         }
-        let timeout = self.node_timeout;
-        join_all(
-            granted
-                .into_iter()
-                .map(|node| undo_on(node, &lock, timeout)),
-        )
-        .await;
+        let undo = self.undo(lock.clone());
+        join_all(granted.into_iter().map(|(node, by)| undo.on(node, by))).await;
         if round.verdict == Verdict::Down {
             return Err(self.down("acquisition", &round.answers));
         }
@@ -251,11 +156,12 @@ impl QuorumBackend {
         i: usize,
         lock: &HeldLock,
         lease: Duration,
-        will_wait: bool,
-        others_waiting: bool,
+        req: &AcquireRequest<'_>,
+        attempt: u64,
     ) -> NodeCall<Grant> {
         let (redis, up) = (self.nodes[i].redis.clone(), self.nodes[i].up.clone());
         let (lock, manager, timeout) = (lock.clone(), self.manager_id.clone(), self.node_timeout);
+        let (will_wait, others_waiting) = (req.will_wait, req.others_waiting);
         Box::pin(async move {
             let mut call = ScriptCall::new(&ACQUIRE, 3);
             call.key(&*lock.id)
@@ -265,59 +171,135 @@ impl QuorumBackend {
                 .arg(millis(lease))
                 .arg(&*manager)
                 .arg(flag(will_wait))
-                .arg(flag(others_waiting));
+                .arg(flag(others_waiting))
+                .arg(attempt);
             let call = redis.run_script::<(i64, i64, i64)>(&lock.id, &call);
             let answer = bounded(timeout, &up, call).await;
             (i, answer.map(grant))
         })
     }
 
-    /// The masters still answering after a win: a grant that arrives once the owner let go of the
-    /// lock is released at once; otherwise it is part of the hold (renewed and released with it).
-    fn settle_after_win(&self, mut rest: FuturesUnordered<NodeCall<Grant>>, lock: HeldLock) {
+    /// The masters still answering after a win: what they answer becomes part of the hold this
+    /// attempt made or joined (renewed and released with it) while the owner still has that hold.
+    /// Once the owner let go of it (released, or lost and taken anew), what they took is undone:
+    /// by its token, or, when their call failed, by the attempt (`fresh`: its id, when it took
+    /// the lock afresh; a failed re-entry is left to expire, nothing tells it from the hold).
+    fn settle_after_win(
+        &self,
+        mut rest: FuturesUnordered<NodeCall<Grant>>,
+        lock: HeldLock,
+        hold_token: u64,
+        fresh: Option<u64>,
+    ) {
         if rest.is_empty() {
             return;
         }
-        let holds = self.holds.clone();
-        let (nodes, timeout) = (self.nodes.clone(), self.node_timeout);
+        let (holds, undo) = (self.holds.clone(), self.undo(lock.clone()));
         self.finish_later(Box::pin(async move {
             while let Some((i, answer)) = rest.next().await {
-                if let Ok(Grant::Won { token, .. }) = answer {
-                    if holds.contains(&lock) {
-                        holds.record_late(&lock, i, token);
-                    } else {
-                        undo_on(nodes[i].clone(), &lock, timeout).await;
+                let (part, taken) = match answer {
+                    Ok(Grant::Won { token, .. }) => {
+                        (Part::Granted(token), Some(Binding::Token(token)))
                     }
+                    Ok(Grant::Busy { .. }) => (Part::Absent, None),
+                    Err(_) => (Part::Failed, fresh.map(Binding::Attempt)),
+                };
+                if holds.settle(&lock, hold_token, i, part) {
+                    continue;
+                }
+                if let Some(by) = taken {
+                    undo.on(undo.nodes[i].clone(), by).await;
                 }
             }
         }));
     }
 
-    /// The masters still answering after a failed attempt: undo what they grant (and, for a fresh
-    /// attempt, what they may have granted before failing).
+    /// The masters still answering after a failed attempt: undo what they grant, by its token;
+    /// for a fresh attempt (`fresh`: its id), also what a master that failed may have taken.
     fn settle_after_loss(
         &self,
         mut rest: FuturesUnordered<NodeCall<Grant>>,
         lock: HeldLock,
-        reentry: bool,
+        fresh: Option<u64>,
     ) {
         if rest.is_empty() {
             return;
         }
-        let (nodes, timeout) = (self.nodes.clone(), self.node_timeout);
+        let undo = self.undo(lock);
         self.finish_later(Box::pin(async move {
             while let Some((i, answer)) = rest.next().await {
                 let taken = match answer {
-                    Ok(Grant::Won { .. }) => true,
-                    Ok(Grant::Busy { .. }) => false,
-                    Err(_) => !reentry,
+                    Ok(Grant::Won { token, .. }) => Some(Binding::Token(token)),
+                    Ok(Grant::Busy { .. }) => None,
+                    Err(_) => fresh.map(Binding::Attempt),
                 };
-                if taken {
-                    undo_on(nodes[i].clone(), &lock, timeout).await;
+                if let Some(by) = taken {
+                    undo.on(undo.nodes[i].clone(), by).await;
                 }
             }
         }));
     }
+
+    fn undo(&self, lock: HeldLock) -> Undo {
+        Undo {
+            lock,
+            nodes: self.nodes.clone(),
+            prefix: self.inbox_prefix.clone(),
+            timeout: self.node_timeout,
+        }
+    }
+}
+
+/// Undoes one attempt's grants on the masters.
+struct Undo {
+    lock: HeldLock,
+    nodes: Vec<Node>,
+    prefix: String,
+    timeout: Duration,
+}
+
+impl Undo {
+    /// Drop the attempt's hold on `node`, found `by` its token or its attempt, telling the next
+    /// waiting manager there (this one included: one of its requests may have been kept out by
+    /// this very attempt).
+    async fn on(&self, node: Node, by: Binding) {
+        let call = release_call(&self.lock, &self.prefix, "", by);
+        let undo = node.redis.run_script::<i64>(&self.lock.id, &call);
+        if let Err(err) = bounded(self.timeout, &node.up, undo).await {
+            tracing::debug!(error = %err, lock = %self.lock.id, "could not undo a quorum attempt on a master; it expires");
+        }
+    }
+}
+
+/// The call that drops one hold of `lock` on one master, found `by` its token or attempt; when
+/// it frees the lock there, it tells one waiting manager other than `skip`.
+pub(super) fn release_call(lock: &HeldLock, prefix: &str, skip: &str, by: Binding) -> ScriptCall {
+    let mut call = ScriptCall::new(&RELEASE, 2);
+    call.key(&*lock.id)
+        .key(waiters_key(&lock.id))
+        .arg(&*lock.owner)
+        .arg(prefix)
+        .arg(skip);
+    match by {
+        Binding::Token(token) => call.arg(token).arg(""),
+        Binding::Attempt(attempt) => call.arg("").arg(attempt),
+    };
+    call
+}
+
+/// What each master has of an attempt decided by `answers` (those not among them: still pending).
+fn parts(n: usize, answers: &[(usize, Result<Grant, BoxError>)]) -> Vec<Part> {
+    let mut parts = vec![Part::Pending; n];
+    for (i, answer) in answers {
+        if let Some(part) = parts.get_mut(*i) {
+            *part = match answer {
+                Ok(Grant::Won { token, .. }) => Part::Granted(*token),
+                Ok(Grant::Busy { .. }) => Part::Absent,
+                Err(_) => Part::Failed,
+            };
+        }
+    }
+    parts
 }
 
 /// How long until the first busy master's holder expires (`None`: unknown); 1 ms when no master
@@ -333,73 +315,5 @@ fn busy_ttl(answers: &[(usize, Result<Grant, BoxError>)]) -> Option<Duration> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }),
-    }
-}
-
-/// Release an attempt's hold on one master, telling the next waiting manager there (this one
-/// included: one of its requests may have been kept out by this very attempt).
-async fn undo_on(node: Node, lock: &HeldLock, timeout: Duration) {
-    // the master's own token is not kept here: release by owner
-    let release = node.redis.release(&lock.id, &lock.owner, None);
-    if let Err(err) = bounded(timeout, &node.up, release).await {
-        tracing::debug!(error = %err, lock = %lock.id, "could not undo a quorum attempt on a master; it expires");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn lock() -> HeldLock {
-        HeldLock {
-            id: Arc::from("{ns:k}"),
-            owner: Arc::from("m:1"),
-        }
-    }
-
-    #[test]
-    fn a_reentry_keeps_its_token_while_a_majority_still_holds_it() {
-        let holds = Holds::default();
-        // first hold: masters 0 and 1 granted it (master 2 answered too late)
-        assert_eq!(
-            holds.record(lock(), &[(0, 10, false), (1, 30, false)], 3, 2),
-            30
-        );
-        // re-entry: 0 re-enters, 2 re-enters the late grant, 1 granted it afresh (it had lost it)
-        let won = [(0, 10, true), (1, 99, false), (2, 20, true)];
-        assert_eq!(holds.record(lock(), &won, 3, 2), 30);
-        // a late grant was recorded: its token must match from then on
-        holds.record_late(&lock(), 2, 20);
-        assert_eq!(
-            holds.record(lock(), &[(0, 10, true), (2, 20, true)], 3, 2),
-            30
-        );
-        // a master that re-entered under another token than it issued did not keep the hold
-        assert_eq!(
-            holds.record(lock(), &[(0, 10, true), (2, 21, true)], 3, 2),
-            21
-        );
-        for _ in 0..3 {
-            assert!(!holds.forget(&lock()));
-        }
-        assert!(holds.forget(&lock()));
-        assert!(!holds.contains(&lock()));
-    }
-
-    #[test]
-    fn a_hold_lost_and_taken_again_gets_a_new_token() {
-        let holds = Holds::default();
-        assert_eq!(
-            holds.record(
-                lock(),
-                &[(0, 10, false), (1, 30, false), (2, 20, false)],
-                3,
-                2
-            ),
-            30
-        );
-        // the lease was lost on a majority; the same owner takes it again: new tokens there
-        let won = [(0, 40, false), (1, 45, false), (2, 20, true)];
-        assert_eq!(holds.record(lock(), &won, 3, 2), 45);
     }
 }

@@ -14,9 +14,10 @@
 //! RedLock does not have.
 
 mod acquire;
+mod holds;
 mod round;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::Duration;
 
@@ -25,13 +26,14 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::Script;
 use tokio::sync::mpsc;
 
-use super::redis::{waiters_key, RedisBackend, ScriptCall};
+use super::redis::RedisBackend;
 use super::{HeldLock, Released};
 use crate::error::BoxError;
 use crate::key::LockKey;
 use crate::waiters::{Departure, LockId, WaitRegistry};
 use crate::watchdog::Chore;
-use acquire::Holds;
+use acquire::release_call;
+use holds::Holds;
 use round::{drift, gather, majority, NodeCall, Verdict};
 
 /// Why fair locks are refused on a quorum manager.
@@ -45,7 +47,8 @@ static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     )))
 });
 
-/// Release one hold on one master; tell one other waiting manager when it frees.
+/// Release one hold on one master (or undo an attempt there); tell one waiting manager when it
+/// frees.
 static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&crate::backend::redis::assemble_script(include_str!(
         "release.lua"
@@ -98,6 +101,8 @@ pub(crate) struct QuorumBackend {
     waiters: Arc<WaitRegistry>,
     /// The holds this manager has, with the tokens the masters issued for them.
     holds: Arc<Holds>,
+    /// The id of the next acquire attempt (see [`holds::Binding`]).
+    attempts: AtomicU64,
     /// Bounds each master's call, and the jitter after a failed attempt.
     node_timeout: Duration,
     /// Where calls still in flight after a verdict are finished: the watchdog task's chores.
@@ -118,6 +123,7 @@ impl QuorumBackend {
             inbox_prefix,
             waiters,
             holds: Arc::default(),
+            attempts: AtomicU64::new(1),
             node_timeout,
             background: OnceLock::new(),
         }
@@ -160,36 +166,51 @@ impl QuorumBackend {
         }
     }
 
-    /// Release one hold of `owner` on every master. The verdict comes from a majority; the masters
-    /// still answering are finished in the background. The last hold released wakes the next local
+    /// Release the hold of `owner` made under fencing token `token`, on every master by the token
+    /// that master issued for it (or, where that never came back, by the attempt that took it):
+    /// never a later hold of the same owner. The verdict comes from a majority; the masters still
+    /// answering are finished in the background. The last hold released wakes the next local
     /// waiter here (the masters tell the other managers).
-    pub(crate) async fn release(&self, id: &LockId, owner: &str) -> Result<Released, BoxError> {
+    pub(crate) async fn release(
+        &self,
+        id: &LockId,
+        owner: &str,
+        token: u64,
+    ) -> Result<Released, BoxError> {
         let lock = HeldLock {
             id: id.clone(),
             owner: Arc::from(owner),
         };
-        let last = self.holds.forget(&lock);
-        let calls = self.nodes.iter().enumerate().map(|(i, node)| {
-            let redis = node.redis.clone();
-            let (lock, prefix, manager) = (
-                lock.clone(),
-                self.inbox_prefix.clone(),
-                self.manager_id.clone(),
-            );
-            let (timeout, up) = (self.node_timeout, node.up.clone());
-            Box::pin(async move {
-                let mut call = ScriptCall::new(&RELEASE, 2);
-                call.key(&*lock.id)
-                    .key(waiters_key(&lock.id))
-                    .arg(&*lock.owner)
-                    .arg(prefix)
-                    .arg(&*manager);
-                (
-                    i,
-                    bounded(timeout, &up, redis.run_script::<i64>(&lock.id, &call)).await,
-                )
-            }) as NodeCall<i64>
-        });
+        let Some(release) = self.holds.release(&lock, token) else {
+            // lost, and the owner took the lock anew: that hold is not this guard's to drop
+            return Ok(Released::NotHeld);
+        };
+        let last = release.last;
+        let calls = self
+            .nodes
+            .iter()
+            .zip(release.on)
+            .enumerate()
+            .map(|(i, (node, by))| {
+                let Some(by) = by else {
+                    // Nothing known there: a master that answered "busy" holds nothing of it (no);
+                    // one whose answer is still out is the attempt's settling to undo (unknown).
+                    let answer = match release.absent[i] {
+                        true => Ok(-1i64),
+                        false => Err(BoxError::from("its part of the hold is not known yet")),
+                    };
+                    return Box::pin(async move { (i, answer) }) as NodeCall<i64>;
+                };
+                let redis = node.redis.clone();
+                let call = release_call(&lock, &self.inbox_prefix, &self.manager_id, by);
+                let (timeout, up, id) = (self.node_timeout, node.up.clone(), lock.id.clone());
+                Box::pin(async move {
+                    (
+                        i,
+                        bounded(timeout, &up, redis.run_script::<i64>(&id, &call)).await,
+                    )
+                }) as NodeCall<i64>
+            });
         let round = gather(calls, &self.suspects(), |left| *left >= 0).await;
         self.drain(round.rest);
         if last {

@@ -1,0 +1,254 @@
+//! The quorum holds of one manager, by (lock, owner): the re-entry count, the fencing token, and
+//! what each master has of the hold. Re-entry gets its token back from here, and a release or an
+//! undo drops on each master the hold it belongs to, never a later hold of the same owner.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use crate::backend::HeldLock;
+
+/// What one master has of a hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Part {
+    /// It granted the hold under this token of its own (unique per master and hold).
+    Granted(u64),
+    /// Its answer is still out: the attempt's settling records it when it comes.
+    Pending,
+    /// Its call failed: it may have taken the lock, under a token never learnt.
+    Failed,
+    /// It answered that someone else held the lock.
+    Absent,
+}
+
+/// How one master's part of an attempt or a hold is found there: by the token that master issued
+/// for it, or, when that was never learnt, by the attempt that took it afresh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Binding {
+    Token(u64),
+    Attempt(u64),
+}
+
+/// What a release drops on each master (`None`: nothing known there, see [`Part`]), and whether
+/// it was the owner's last hold.
+#[derive(Debug)]
+pub(super) struct Release {
+    pub(super) last: bool,
+    pub(super) on: Vec<Option<Binding>>,
+    /// Masters that answered "busy" to the attempt: they hold nothing of it.
+    pub(super) absent: Vec<bool>,
+}
+
+/// One acquire attempt: its id, and the size of the quorum it needs.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct QuorumAttempt {
+    pub(super) id: u64,
+    pub(super) n: usize,
+    pub(super) quorum: usize,
+}
+
+/// A master that granted an attempt: its index, its token, and whether the owner held the lock
+/// there already (the token is then that hold's).
+pub(super) type Won = (usize, u64, bool);
+
+/// One hold of one owner (re-entries count on it).
+#[derive(Debug)]
+struct Hold {
+    count: u32,
+    /// The fencing token of the hold: the largest token of the masters that granted it.
+    token: u64,
+    parts: Vec<Part>,
+    /// The attempt that took the hold afresh (it finds the hold where a call failed).
+    attempt: u64,
+}
+
+/// The quorum holds of this manager.
+#[derive(Debug, Default)]
+pub(super) struct Holds {
+    table: Mutex<HashMap<HeldLock, Hold>>,
+}
+
+impl Holds {
+    fn table(&self) -> MutexGuard<'_, HashMap<HeldLock, Hold>> {
+        // Each operation leaves the table consistent before it could panic.
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn contains(&self, lock: &HeldLock) -> bool {
+        self.table().contains_key(lock)
+    }
+
+    /// A won attempt: `won` are the masters that granted it, `parts` what every master answered
+    /// (see [`Part`]). Returns the hold's token. An owner that already holds the lock keeps its
+    /// token when a majority of masters re-entered its hold (with the very token they issued for
+    /// it, where known): they kept it all along, so no one else can have held a majority
+    /// meanwhile. Otherwise the hold was lost, its guards with it, and this is a new one.
+    pub(super) fn record(
+        &self,
+        lock: HeldLock,
+        won: &[Won],
+        parts: Vec<Part>,
+        attempt: QuorumAttempt,
+    ) -> u64 {
+        let fresh = won.iter().map(|(_, token, _)| *token).max().unwrap_or(0);
+        let mut table = self.table();
+        let hold = table.entry(lock).or_insert_with(|| Hold {
+            count: 0,
+            token: fresh,
+            parts: vec![Part::Pending; attempt.n],
+            attempt: attempt.id,
+        });
+        if hold.count == 0 || continuing(hold, won) < attempt.quorum {
+            *hold = Hold {
+                count: 0,
+                token: fresh,
+                parts,
+                attempt: attempt.id,
+            };
+        }
+        for (i, token, _) in won {
+            if let Some(part) = hold.parts.get_mut(*i) {
+                *part = Part::Granted(*token);
+            }
+        }
+        hold.count += 1;
+        hold.token
+    }
+
+    /// How many of the masters in `won` kept the owner's current hold (0 when it has none).
+    pub(super) fn continuing(&self, lock: &HeldLock, won: &[Won]) -> usize {
+        self.table()
+            .get(lock)
+            .filter(|hold| hold.count > 0)
+            .map_or(0, |hold| continuing(hold, won))
+    }
+
+    /// A master answered the attempt of the hold under `hold_token` after the attempt was decided
+    /// (`part`: what it answered). False when that hold is not the owner's any more (released,
+    /// or lost and taken anew): what the master took is then the caller's to undo.
+    pub(super) fn settle(&self, lock: &HeldLock, hold_token: u64, node: usize, part: Part) -> bool {
+        let mut table = self.table();
+        let Some(hold) = table.get_mut(lock).filter(|hold| hold.token == hold_token) else {
+            return false;
+        };
+        if let Some(slot) = hold.parts.get_mut(node) {
+            if !matches!(slot, Part::Granted(_)) {
+                *slot = part;
+            }
+        }
+        true
+    }
+
+    /// One hold under `token` is released: what to drop on each master. `None` when the owner's
+    /// hold is not that one any more (lost, and taken anew since): nothing of it is left to drop.
+    /// A master whose answer is still out gets nothing: its settling undoes what it took.
+    pub(super) fn release(&self, lock: &HeldLock, token: u64) -> Option<Release> {
+        let mut table = self.table();
+        let hold = table.get_mut(lock).filter(|hold| hold.token == token)?;
+        let on = hold
+            .parts
+            .iter()
+            .map(|part| match part {
+                Part::Granted(token) => Some(Binding::Token(*token)),
+                Part::Failed => Some(Binding::Attempt(hold.attempt)),
+                Part::Pending | Part::Absent => None,
+            })
+            .collect();
+        let absent = hold.parts.iter().map(|p| *p == Part::Absent).collect();
+        hold.count = hold.count.saturating_sub(1);
+        let last = hold.count == 0;
+        if last {
+            table.remove(lock);
+        }
+        Some(Release { last, on, absent })
+    }
+}
+
+/// The masters in `won` that re-entered `hold` under the token they issued for it (if known).
+fn continuing(hold: &Hold, won: &[Won]) -> usize {
+    won.iter()
+        .filter(|(i, token, reentered)| {
+            *reentered
+                && match hold.parts.get(*i) {
+                    Some(Part::Granted(known)) => known == token,
+                    Some(_) => true,
+                    None => false,
+                }
+        })
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn lock() -> HeldLock {
+        HeldLock {
+            id: Arc::from("{ns:k}"),
+            owner: Arc::from("m:1"),
+        }
+    }
+
+    fn attempt(id: u64) -> QuorumAttempt {
+        QuorumAttempt {
+            id,
+            n: 3,
+            quorum: 2,
+        }
+    }
+
+    #[test]
+    fn a_reentry_keeps_its_token_while_a_majority_still_holds_it() {
+        let holds = Holds::default();
+        // first hold: masters 0 and 1 granted it (master 2 answered too late)
+        let first = [(0, 10, false), (1, 30, false)];
+        let parts = vec![Part::Granted(10), Part::Granted(30), Part::Pending];
+        assert_eq!(holds.record(lock(), &first, parts.clone(), attempt(1)), 30);
+        // re-entry: 0 re-enters, 2 re-enters the late grant, 1 granted it afresh (it had lost it)
+        let won = [(0, 10, true), (1, 99, false), (2, 20, true)];
+        assert_eq!(holds.record(lock(), &won, parts.clone(), attempt(2)), 30);
+        // a late grant recorded: its token must match from then on
+        assert!(holds.settle(&lock(), 30, 2, Part::Granted(20)));
+        let again = [(0, 10, true), (2, 20, true)];
+        assert_eq!(holds.record(lock(), &again, parts.clone(), attempt(3)), 30);
+        // a master that re-entered under another token than it issued did not keep the hold
+        let other = [(0, 10, true), (2, 21, true)];
+        let fresh = vec![Part::Granted(10), Part::Failed, Part::Granted(21)];
+        assert_eq!(holds.record(lock(), &other, fresh, attempt(4)), 21);
+        // that hold is new: it counts from one, and the old guards' token releases nothing
+        assert!(holds.release(&lock(), 30).is_none());
+        let release = holds.release(&lock(), 21).expect("the new hold");
+        assert!(release.last);
+        assert_eq!(
+            release.on,
+            [
+                Some(Binding::Token(10)),
+                Some(Binding::Attempt(4)),
+                Some(Binding::Token(21))
+            ]
+        );
+        assert!(!holds.contains(&lock()));
+    }
+
+    #[test]
+    fn a_late_answer_settles_only_into_the_hold_of_its_attempt() {
+        let holds = Holds::default();
+        let first = [(0, 10, false), (1, 30, false)];
+        let parts = vec![Part::Granted(10), Part::Granted(30), Part::Pending];
+        assert_eq!(holds.record(lock(), &first, parts, attempt(1)), 30);
+        // released while master 2's answer is out: nothing is sent there
+        let release = holds.release(&lock(), 30).expect("the hold");
+        assert_eq!(release.on[2], None);
+        // the same owner takes the lock anew; the first attempt's late grant is not part of it
+        let won = [(0, 40, false), (1, 45, false)];
+        let parts = vec![Part::Granted(40), Part::Granted(45), Part::Absent];
+        assert_eq!(holds.record(lock(), &won, parts, attempt(2)), 45);
+        assert!(!holds.settle(&lock(), 30, 2, Part::Granted(20)));
+        let release = holds.release(&lock(), 45).expect("the new hold");
+        assert_eq!(
+            release.on,
+            [Some(Binding::Token(40)), Some(Binding::Token(45)), None]
+        );
+        assert_eq!(release.absent, [false, false, true]);
+    }
+}

@@ -1,0 +1,86 @@
+//! Quorum: a release, an undo or a late reply acts only on the hold it belongs to, on every
+//! master — never on a later hold of the same owner.
+
+use std::time::Duration;
+
+use tower_lock::{LockError, LockManager, LockOptions};
+
+use super::support::fixture::eventually;
+use super::support::masters::Masters;
+
+async fn manager(masters: &Masters) -> LockManager {
+    LockManager::builder()
+        .quorum(masters.urls())
+        .node_timeout(Duration::from_secs(3))
+        .command_timeout(Duration::from_secs(3))
+        .build()
+        .await
+        .unwrap()
+}
+
+/// G1's lock is deleted on every master; its owner takes the lock again (G2, a new token). G1's
+/// release must report NotHeld and leave G2's hold on every master (before, it answered Ok and
+/// deleted G2's hold everywhere: another manager took the lock at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_guards_release_leaves_the_owners_later_hold() {
+    let masters = Masters::start(3);
+    let (m, other) = (manager(&masters).await, manager(&masters).await);
+    let opts = LockOptions::exclusive();
+    let owner = m.owner();
+    let g1 = owner.acquire("k", &opts).await.unwrap();
+    eventually("every master granted G1", || masters.holding("k") == 3).await;
+    for server in &masters.servers {
+        server.cmd(&["DEL", "{tower-lock:k}"]);
+    }
+    let g2 = owner.acquire("k", &opts).await.unwrap();
+    assert_ne!(g2.fencing_token(), g1.fencing_token(), "a new hold");
+    let released = g1.release().await;
+    assert!(
+        matches!(released, Err(LockError::NotHeld { .. })),
+        "the lost guard's release: {released:?}"
+    );
+    assert_eq!(
+        masters.holding("k"),
+        3,
+        "G2's hold was removed from masters"
+    );
+    assert!(other.try_acquire("k", &opts).await.unwrap().is_none());
+    assert!(!g2.is_lost());
+    g2.release().await.unwrap();
+    eventually("no master holds the lock after G2's release", || {
+        masters.holding("k") == 0
+    })
+    .await;
+    assert!(other.try_acquire("k", &opts).await.unwrap().is_some());
+}
+
+/// Master 2 is frozen while an owner takes the lock (G1, decided by masters 0 and 1), releases
+/// it, and takes it again (G2). Master 2 then runs all three in order; G1's late grant must not
+/// be counted as part of G2 (it is undone), and G2's own late grant must be released with G2:
+/// afterwards no master holds the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_grant_settles_into_the_hold_of_its_own_attempt() {
+    let masters = Masters::start(3);
+    let (m, other) = (manager(&masters).await, manager(&masters).await);
+    let opts = LockOptions::exclusive();
+    let owner = m.owner();
+    masters.servers[2].stop_process();
+    let g1 = owner.acquire("k", &opts).await.unwrap();
+    g1.release().await.unwrap();
+    let g2 = owner.acquire("k", &opts).await.unwrap();
+    masters.servers[2].continue_process();
+    eventually("master 2 ran the three calls", || {
+        masters.servers[2]
+            .try_cmd(&["HGET", "{tower-lock:k}", "#t"])
+            .ok()
+            .and_then(|r| r.as_int())
+            .is_some()
+    })
+    .await;
+    assert!(other.try_acquire("k", &opts).await.unwrap().is_none());
+    g2.release().await.unwrap();
+    eventually("no master holds the lock after G2's release", || {
+        masters.holding("k") == 0
+    })
+    .await;
+}
