@@ -235,7 +235,16 @@ impl LockManagerBuilder {
         let backend = Arc::new(Backend::Redis(redis.clone()));
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let (shared, chores) = Shared::new(backend, waiters.clone(), self.timing(), id, Some(stop));
-        spawn_inbox(inbox, Some(subscription), redis, waiters, chores, stopped);
+        let recheck = shared.recheck.clone();
+        spawn_inbox(
+            inbox,
+            Some(subscription),
+            redis,
+            waiters,
+            chores,
+            recheck,
+            stopped,
+        );
         let manager = LockManager::from_shared(shared);
         manager.shared.start();
         Ok(manager)
@@ -335,6 +344,7 @@ impl LockManagerBuilder {
                 node,
                 waiters.clone(),
                 chores.clone(),
+                shared.recheck.clone(),
                 stopped,
             );
         }
@@ -350,7 +360,8 @@ impl LockManagerBuilder {
 
 /// Run the inbox of one Redis server (subscribing first, with backoff, if `subscription` is
 /// `None`) until `stopped` fires. A message no local waiter can take is passed on through that
-/// server: a wake-up to the next waiting manager, a grant to the next queued waiter.
+/// server: a wake-up to the next waiting manager, a grant to the next queued waiter. After a
+/// reconnection, `recheck` has the watchdog ask the server about every lease at once.
 #[cfg(feature = "redis")]
 fn spawn_inbox(
     inbox: crate::backend::redis::Inbox,
@@ -358,6 +369,7 @@ fn spawn_inbox(
     node: Arc<crate::backend::redis::RedisBackend>,
     waiters: Arc<crate::waiters::WaitRegistry>,
     chores: tokio::sync::mpsc::UnboundedSender<crate::watchdog::Chore>,
+    recheck: Arc<tokio::sync::Notify>,
     stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
     use crate::backend::redis::Unclaimed;
@@ -385,7 +397,7 @@ fn spawn_inbox(
             }
         }));
     };
-    tokio::spawn(inbox.run(subscription, unclaimed, stopped));
+    tokio::spawn(inbox.run(subscription, unclaimed, recheck, stopped));
 }
 
 #[cfg(feature = "redis")]

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 pub use builder::{LockManagerBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_NODE_TIMEOUT};
 pub(crate) use held::Held;
@@ -86,6 +86,8 @@ pub(crate) struct Shared {
     /// The watchdog task, until it is spawned on first use (so `memory()` needs no runtime).
     watchdog: Mutex<Option<Watchdog>>,
     started: AtomicBool,
+    /// Told when a Redis connection came back: the watchdog renews every lease at once.
+    pub(crate) recheck: Arc<Notify>,
     /// Dropping this stops the inbox task.
     _inbox_stop: Option<oneshot::Sender<()>>,
 }
@@ -102,6 +104,7 @@ impl Shared {
         let leases = Arc::new(Leases::default());
         let queued = Arc::new(Queued::default());
         let claims = Arc::new(Claims::default());
+        let recheck = Arc::new(Notify::new());
         let watchdog = Watchdog {
             backend: backend.clone(),
             leases: leases.clone(),
@@ -111,6 +114,7 @@ impl Shared {
             waiters: waiters.clone(),
             eviction: timing.eviction,
             chores: rx,
+            recheck: recheck.clone(),
         };
         let shared = Shared {
             backend,
@@ -125,6 +129,7 @@ impl Shared {
             next_owner: AtomicU64::new(1),
             watchdog: Mutex::new(Some(watchdog)),
             started: AtomicBool::new(false),
+            recheck,
             _inbox_stop: inbox_stop,
         };
         (shared, tx)

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::time::MissedTickBehavior;
 
 use crate::backend::{Backend, HeldLock};
@@ -43,6 +43,9 @@ pub(crate) struct Watchdog {
     /// Fair waiters are heartbeat every eviction/3.
     pub(crate) eviction: Duration,
     pub(crate) chores: mpsc::UnboundedReceiver<Chore>,
+    /// Told when a connection to Redis came back (the server may have restarted and forgotten
+    /// locks): renew every lease now, so that a lease gone with it is known lost at once.
+    pub(crate) recheck: Arc<Notify>,
 }
 
 impl Watchdog {
@@ -60,6 +63,8 @@ impl Watchdog {
         let mut beats = tokio::time::interval_at(tokio::time::Instant::now() + beat, beat);
         beats.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut round: Option<Pin<Box<dyn Future<Output = ()> + Send>>> = None;
+        // a reconnection came while a round was out: the next round goes as soon as it ends
+        let mut recheck_due = false;
         let mut beat_round: Option<Pin<Box<dyn Future<Output = ()> + Send>>> = None;
         loop {
             tokio::select! {
@@ -81,13 +86,29 @@ impl Watchdog {
                     None => return,
                 },
                 _ = tick.tick(), if round.is_none() => {
-                    round = Some(Box::pin(renew_all(self.backend.clone(), self.leases.clone(), self.lease)));
+                    round = Some(self.renewal_round());
+                }
+                _ = self.recheck.notified() => {
+                    match round {
+                        None => round = Some(self.renewal_round()),
+                        Some(_) => recheck_due = true,
+                    }
                 }
                 _ = async { if let Some(r) = round.as_mut() { r.await } }, if round.is_some() => {
-                    round = None;
+                    round = std::mem::take(&mut recheck_due).then(|| self.renewal_round());
                 }
             }
         }
+    }
+}
+
+impl Watchdog {
+    fn renewal_round(&self) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(renew_all(
+            self.backend.clone(),
+            self.leases.clone(),
+            self.lease,
+        ))
     }
 }
 

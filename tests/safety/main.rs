@@ -7,5 +7,6 @@ mod support;
 
 mod quorum_holds;
 mod reentry_leases;
+mod restart;
 mod tokens;
 mod waiting_record;

@@ -76,7 +76,7 @@ impl RedisBackend {
         }
         call.arg(millis(self.eviction));
         let hint = batch.first().map_or(0, |w| slot_hint(&w.id));
-        let states: Vec<i64> = self.invoke(hint, &call).await?;
+        let states: Vec<i64> = self.invoke_idempotent(hint, &call).await?;
         Ok(states.into_iter().map(|state| state == 1).collect())
     }
 }

@@ -197,11 +197,13 @@ impl Inbox {
     /// Keep the subscription alive until `shutdown` fires (or its sender is dropped); messages are
     /// delivered by the connection's reader meanwhile. Without a subscription yet, subscribe first
     /// (with backoff). `unclaimed` receives the messages no local waiter could take, to be passed
-    /// on to another manager or waiter.
+    /// on to another manager or waiter. `reconnected` is told after every reconnection: the
+    /// server may have restarted, and the holders must learn at once what it still holds.
     pub(crate) async fn run(
         self,
         sub: Option<Subscription>,
         unclaimed: impl Fn(Unclaimed) + Send + Sync + 'static,
+        reconnected: Arc<Notify>,
         mut shutdown: oneshot::Receiver<()>,
     ) {
         let _ = self.postman.unclaimed.set(Box::new(unclaimed));
@@ -238,6 +240,7 @@ impl Inbox {
             }
             // Releases published while we were away reached nobody: re-check them all.
             waiters.wake_all();
+            reconnected.notify_one();
         }
     }
 

@@ -80,6 +80,13 @@ fn released(left: i64) -> Released {
     }
 }
 
+/// Whether `err` says the connection itself was lost (not a slow or refusing server): another
+/// connection may well succeed.
+fn connection_died(err: &BoxError) -> bool {
+    err.downcast_ref::<redis::RedisError>()
+        .is_some_and(|err| err.is_io_error() || err.is_connection_dropped())
+}
+
 /// Which pooled connection carries the commands of lock `id` (FNV-1a of its name).
 fn slot_hint(id: &str) -> u64 {
     id.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
@@ -164,6 +171,20 @@ impl RedisBackend {
         })
     }
 
+    /// Run a call that may run twice (a renewal, a heartbeat): when it fails on a connection that
+    /// died (the server restarted, or killed it), once more on a fresh one. The watchdog must
+    /// learn at once what a restarted server still holds, not a renewal period later.
+    async fn invoke_idempotent<T: FromRedisValue>(
+        &self,
+        hint: u64,
+        call: &ScriptCall,
+    ) -> Result<T, BoxError> {
+        match self.invoke(hint, call).await {
+            Err(err) if connection_died(&err) => self.invoke(hint, call).await,
+            outcome => outcome,
+        }
+    }
+
     /// How long an acquire attempt may keep its caller waiting: the command timeout. Past it the
     /// caller gets an error, but the attempt itself goes on listening (see [`LATE_REPLY`]).
     pub(crate) fn attempt_timeout(&self) -> Duration {
@@ -231,7 +252,7 @@ impl RedisBackend {
             call.arg(&*lock.owner);
         }
         let hint = batch.first().map_or(0, |lock| slot_hint(&lock.id));
-        let renewed: Vec<i64> = self.invoke(hint, &call).await?;
+        let renewed: Vec<i64> = self.invoke_idempotent(hint, &call).await?;
         Ok(renewed.into_iter().map(|r| r == 1).collect())
     }
 
