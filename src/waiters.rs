@@ -65,6 +65,12 @@ impl Waiter {
         }
     }
 
+    /// Keep the last wake-up as unused: the attempt it led to failed, so the lock may be free
+    /// with nobody told. When the request then leaves, the wake-up is passed on.
+    pub(crate) fn keep_wake(&self) {
+        self.woken.store(true, Ordering::SeqCst);
+    }
+
     /// Forget a grant received: the request checks with the backend instead whether it holds it.
     pub(crate) fn forget_grant(&self) {
         self.granted.store(0, Ordering::SeqCst);

@@ -181,7 +181,18 @@ impl Shared {
                     .map_err(|_| timeout(key, started))?,
                 None => call.await,
             };
-            match attempt.map_err(|err| LockError::unavailable(key, err))? {
+            let attempt = match attempt {
+                Ok(attempt) => attempt,
+                Err(err) => {
+                    // A wake-up led to this attempt (or a timer did, which costs one more check):
+                    // it is passed on as the request leaves, else the next waiter sleeps on.
+                    if let Some(ticket) = ticket.as_ref().filter(|_| busy_attempts > 0) {
+                        ticket.waiter.keep_wake();
+                    }
+                    return Err(LockError::unavailable(key, err));
+                }
+            };
+            match attempt {
                 Attempt::Acquired { token } => {
                     if let Some(ticket) = ticket.as_mut() {
                         ticket.acquired = true;

@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod failed_wake;
 mod quorum_holds;
 mod reentry_leases;
 mod restart;

@@ -1,0 +1,72 @@
+//! A wake-up is not lost when the attempt it leads to fails: the failing request passes it on.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tower_lock::{LockManager, LockOptions};
+
+use super::support::{wait_until, RedisServer};
+
+async fn manager(url: String) -> LockManager {
+    LockManager::builder()
+        .redis(url)
+        .command_timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .unwrap()
+}
+
+/// A holder with a 30 s lease; a request of manager A (logged in as its own ACL user) waits, then
+/// one of manager B. A's command connections are killed, so when the holder lets go, the release
+/// wakes A, whose attempt fails (broken pipe). B must get the lock at once: A passes the wake-up
+/// on as it leaves (before, the wake-up was spent and B slept until the holder's lease ran out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_attempt_passes_its_wake_up_on() {
+    let server = RedisServer::start();
+    let port = server.port();
+    let acl = ["ACL", "SETUSER", "a", "on", ">pw", "~*", "&*", "+@all"];
+    assert!(server.cmd(&acl).is_ok());
+    let holder = manager(server.url()).await;
+    let a = manager(format!("redis://a:pw@127.0.0.1:{port}")).await;
+    let b = manager(server.url()).await;
+    let fixed = LockOptions::exclusive().lease(Duration::from_secs(30));
+    let held = holder.acquire("k", &fixed).await.unwrap();
+
+    let first = tokio::spawn({
+        let a = a.clone();
+        async move { a.acquire("k", &LockOptions::exclusive()).await.map(drop) }
+    });
+    let record = "{tower-lock:k}:w";
+    let server = &server;
+    let waiting = |n| move || server.cmd(&["ZCARD", record]).as_int() == Some(n);
+    assert!(wait_until(Duration::from_secs(5), waiting(1)));
+    let second = tokio::spawn({
+        let b = b.clone();
+        async move {
+            let guard = b.acquire("k", &LockOptions::exclusive()).await.unwrap();
+            let at = Instant::now();
+            guard.release().await.unwrap();
+            at
+        }
+    });
+    assert!(wait_until(Duration::from_secs(5), waiting(2)));
+
+    let killed = server.cmd(&["CLIENT", "KILL", "TYPE", "normal", "USER", "a"]);
+    assert!(killed.as_int().unwrap_or(0) > 0, "{killed:?}");
+    let released = Instant::now();
+    held.release().await.unwrap();
+    let failed = first.await.unwrap();
+    assert!(
+        failed.is_err(),
+        "A's woken attempt went through: {failed:?}"
+    );
+    let got = tokio::time::timeout(Duration::from_secs(10), second)
+        .await
+        .expect("B never got the lock: the wake-up was lost")
+        .unwrap();
+    assert!(
+        got.duration_since(released) < Duration::from_secs(3),
+        "B got the lock {:?} after the release",
+        got.duration_since(released)
+    );
+}
