@@ -19,6 +19,9 @@ pub(crate) type LockId = Arc<str>;
 pub(crate) struct Waiter {
     seq: u64,
     owner: Arc<str>,
+    /// This wait's name in a fair queue and its grant messages: `<owner>|<seq>`, never the name
+    /// of an earlier wait of the same owner.
+    name: Arc<str>,
     woken: AtomicBool,
     /// The fencing token of a fair grant (0: none).
     granted: AtomicU64,
@@ -55,6 +58,11 @@ impl Waiter {
             }
             left.await;
         }
+    }
+
+    /// This wait's name: `<owner>|<n>`.
+    pub(crate) fn name(&self) -> &Arc<str> {
+        &self.name
     }
 
     /// The token of a grant received for this waiter, if any.
@@ -114,9 +122,11 @@ impl WaitRegistry {
         if let Some(sibling) = queue.iter().find(|w| w.owner == *owner) {
             return Err(sibling.clone());
         }
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         let waiter = Arc::new(Waiter {
-            seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
+            seq,
             owner: owner.clone(),
+            name: Arc::from(format!("{owner}|{seq}")),
             woken: AtomicBool::new(false),
             granted: AtomicU64::new(0),
             notify: Notify::new(),
@@ -140,13 +150,13 @@ impl WaitRegistry {
         !queue.is_empty()
     }
 
-    /// Hand a fair grant to the waiter of `id` owned by `owner`. Returns false when no such waiter
-    /// waits any more (the grant must then be passed on).
-    pub(crate) fn grant(&self, id: &str, owner: &str, token: u64) -> bool {
+    /// Hand a fair grant to the waiter of `id` named `name`. Returns false when it waits no more
+    /// (the grant must then be passed on), even if another wait of the same owner does.
+    pub(crate) fn grant(&self, id: &str, name: &str, token: u64) -> bool {
         let map = self.lock();
         let Some(waiter) = map
             .get(id)
-            .and_then(|q| q.iter().find(|w| &*w.owner == owner))
+            .and_then(|q| q.iter().find(|w| &*w.name == name))
         else {
             return false;
         };
@@ -155,12 +165,12 @@ impl WaitRegistry {
         true
     }
 
-    /// Wake the waiters of `id` owned by `owner` (a heartbeat found them out of the queue).
-    pub(crate) fn wake_owner(&self, id: &str, owner: &str) {
+    /// Wake the waiter of `id` named `name` (a heartbeat found it out of the queue).
+    pub(crate) fn wake_waiter(&self, id: &str, name: &str) {
         if let Some(queue) = self.lock().get(id) {
             queue
                 .iter()
-                .filter(|w| &*w.owner == owner)
+                .filter(|w| &*w.name == name)
                 .for_each(|w| w.wake());
         }
     }

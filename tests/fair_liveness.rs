@@ -70,18 +70,20 @@ async fn a_grant_message_arriving_after_its_waiter_took_the_lock_does_not_releas
         .cmd(&["LLEN", queue])
         .as_int()
         == Some(1)));
-    let owner = server
+    // the queue entry names the wait (`<owner>|<n>`); the lock hash names the owner
+    let entry = server
         .cmd(&["LRANGE", queue, "0", "0"])
         .as_strings()
         .unwrap()[0]
         .clone();
+    let owner = entry.split('|').next().unwrap().to_owned();
 
     // The holder's release grants the lock to the waiter, but the message is held up: the grant is
     // made by hand, and the waiter's next heartbeat (every 200 ms) finds it out of the queue.
     let stale = "1";
     server.cmd(&["DEL", "{tower-lock:late}"]);
-    server.cmd(&["ZREM", queue, &owner]);
-    server.cmd(&["DEL", &format!("{{tower-lock:late}}:hb:{owner}")]);
+    server.cmd(&["LREM", queue, "1", &entry]);
+    server.cmd(&["DEL", &format!("{{tower-lock:late}}:hb:{entry}")]);
     server.cmd(&["HSET", "{tower-lock:late}", &owner, "1", "#t", stale]);
     server.cmd(&["PEXPIRE", "{tower-lock:late}", "5000"]);
     let guard = waiter.await.unwrap();
@@ -90,7 +92,7 @@ async fn a_grant_message_arriving_after_its_waiter_took_the_lock_does_not_releas
 
     // Now the held-up message arrives; nobody waits for it any more.
     let manager_id = owner.split(':').next().unwrap();
-    let message = format!("g|{{tower-lock:late}}|{owner}|{stale}");
+    let message = format!("g|{{tower-lock:late}}|{entry}|{stale}");
     let told = server.cmd(&[
         "PUBLISH",
         &format!("{{tower-lock}}:inbox:{manager_id}"),

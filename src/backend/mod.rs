@@ -20,6 +20,10 @@ use crate::waiters::{Departure, LockId};
 pub(crate) struct AcquireRequest<'a> {
     pub(crate) id: &'a LockId,
     pub(crate) owner: &'a str,
+    /// This request's name in a fair lock's queue, `<owner>|<n>`: one per wait, so that nothing
+    /// meant for an earlier wait of the same owner reaches this one (the owner, when the request
+    /// does not wait).
+    pub(crate) waiter: &'a str,
     pub(crate) lease: Duration,
     /// The caller will wait if the lock is busy: the backend records that this process waits.
     pub(crate) will_wait: bool,
@@ -30,6 +34,11 @@ pub(crate) struct AcquireRequest<'a> {
     /// mode: the owner joined the lock's queue (a lock found held by it is its grant, not a
     /// re-entry). Exclusive mode: the backend may list this process among the waiting ones.
     pub(crate) queued: bool,
+}
+
+/// The owner id of a fair waiter, `<owner>|<n>` (owner ids have no `|`).
+pub(crate) fn owner_of(waiter: &str) -> &str {
+    waiter.split('|').next().unwrap_or(waiter)
 }
 
 /// The outcome of one attempt.
@@ -52,8 +61,8 @@ pub(crate) enum Released {
     NotHeld,
 }
 
-/// A lock held by one owner (as the watchdog renews it), or a fair queue one owner waits in (as
-/// the watchdog heartbeats it).
+/// A lock held by one owner (as the watchdog renews it), or a fair queue one waiter waits in (as
+/// the watchdog heartbeats it: `owner` is then the waiter, `<owner>|<n>`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct HeldLock {
     pub(crate) id: LockId,
@@ -168,21 +177,21 @@ impl Backend {
         }
     }
 
-    /// A fair waiter left the queue of `id`. With `grant` set, the grant made to it under that
-    /// token, if it still holds it unused, is passed on to the next waiter.
+    /// A fair waiter (`<owner>|<n>`) left the queue of `id`. With `grant` set, the grant made to
+    /// it under that token, if its owner still holds it unused, is passed on to the next waiter.
     pub(crate) async fn leave_queue(
         &self,
         id: &LockId,
-        owner: &str,
+        waiter: &str,
         grant: Option<u64>,
     ) -> Result<(), BoxError> {
         match self {
             Backend::Memory(m) => {
-                m.leave_queue(id, owner, grant);
+                m.leave_queue(id, waiter, grant);
                 Ok(())
             }
             #[cfg(feature = "redis")]
-            Backend::Redis(r) => r.leave_queue(id, owner, grant).await,
+            Backend::Redis(r) => r.leave_queue(id, waiter, grant).await,
             // Fair locks are refused on a quorum: nobody of this manager is ever queued.
             #[cfg(feature = "redis")]
             Backend::Quorum(_) => Ok(()),

@@ -156,8 +156,8 @@ impl Shared {
                 // late (it was frozen, say). The grant came after the one attempt that found the
                 // lock busy (it joined the queue), and after the last heartbeat that found this
                 // request still queued: the claim is counted from the later of the two.
-                let lock = ticket.as_ref().map(WaitTicket::as_queued);
-                let confirmed = lock.as_ref().and_then(|l| self.queued.confirmed(l));
+                let queued = ticket.as_ref().map(WaitTicket::as_queued);
+                let confirmed = queued.as_ref().and_then(|q| self.queued.confirmed(q));
                 win.since = busy_since.max(confirmed).unwrap_or(started);
                 win.valid_for = self.claim.min(win.lease);
                 let lease = win.lease;
@@ -165,15 +165,25 @@ impl Shared {
                 // The watchdog's next heartbeat round (due well within the claim) extends the
                 // claim to the request's lease, batched with the other grants, and moves the
                 // guard's deadline with it.
-                if let Some(lock) = lock {
-                    self.claims.add(lock, lease, lost);
+                if let Some(held) = ticket.as_ref().map(WaitTicket::as_held) {
+                    self.claims.add(held, lease, lost);
                 }
                 return Ok(Some(guard));
             }
             let attempt_started = Instant::now();
             let others_waiting = ticket.as_ref().is_some_and(WaitTicket::others_waiting);
             let queued = ticket.as_ref().is_some_and(|t| t.found_busy);
-            let call = self.attempt(&id, owner, lease, wait, others_waiting, mode, queued);
+            let waiter = ticket.as_ref().map_or(owner, |t| t.waiter.name());
+            let call = self.attempt(
+                &id,
+                owner,
+                waiter,
+                lease,
+                wait,
+                others_waiting,
+                mode,
+                queued,
+            );
             let call = within(self.backend.attempt_timeout(), call);
             let attempt = match deadline {
                 Some(deadline) => tokio::time::timeout_at(deadline.into(), call)
@@ -253,6 +263,7 @@ impl Shared {
         self: &Arc<Self>,
         id: &LockId,
         owner: &Arc<str>,
+        waiter: &Arc<str>,
         lease: Duration,
         will_wait: bool,
         others_waiting: bool,
@@ -260,12 +271,13 @@ impl Shared {
         queued: bool,
     ) -> MustComplete<Result<Attempt, BoxError>> {
         let backend = self.backend.clone();
-        let (id, owner) = (id.clone(), owner.clone());
+        let (id, owner, waiter) = (id.clone(), owner.clone(), waiter.clone());
         let (undo_backend, undo_id, undo_owner) = (backend.clone(), id.clone(), owner.clone());
         let call = Box::pin(async move {
             let req = AcquireRequest {
                 id: &id,
                 owner: &owner,
+                waiter: &waiter,
                 lease,
                 will_wait,
                 others_waiting,

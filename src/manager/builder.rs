@@ -388,9 +388,11 @@ fn spawn_inbox(
                     waiters.wake_one(&lock);
                     outcome
                 }
-                Unclaimed::Grant { lock, owner, token } => {
-                    node.leave_queue(&lock, &owner, Some(token)).await
-                }
+                Unclaimed::Grant {
+                    lock,
+                    waiter,
+                    token,
+                } => node.leave_queue(&lock, &waiter, Some(token)).await,
             };
             if let Err(err) = outcome {
                 tracing::debug!(error = %err, "could not pass an unclaimed message on");

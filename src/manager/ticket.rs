@@ -63,8 +63,16 @@ impl WaitTicket {
         self.shared.waiters.has_others(&self.id)
     }
 
-    /// The (lock, owner) pair this request waits as.
+    /// The (lock, waiter) pair this request is queued as in fair mode (see [`HeldLock`]).
     pub(super) fn as_queued(&self) -> HeldLock {
+        HeldLock {
+            id: self.id.clone(),
+            owner: self.waiter.name().clone(),
+        }
+    }
+
+    /// The (lock, owner) pair of a grant this request takes.
+    pub(super) fn as_held(&self) -> HeldLock {
         HeldLock {
             id: self.id.clone(),
             owner: self.owner.clone(),
@@ -104,10 +112,10 @@ impl Drop for WaitTicket {
             // with its token. Only a grant known by its token is released: the owner may hold the
             // lock through another guard (a re-entry that failed never queued), and that hold
             // must stay.
-            let owner = self.owner.clone();
+            let waiter = self.waiter.name().clone();
             let grant = self.waiter.grant();
             self.shared.chore(Box::pin(async move {
-                if let Err(err) = backend.leave_queue(&id, &owner, grant).await {
+                if let Err(err) = backend.leave_queue(&id, &waiter, grant).await {
                     tracing::debug!(error = %err, "could not leave a fair queue");
                 }
             }));

@@ -129,7 +129,7 @@ async fn heartbeat_all(backend: Arc<Backend>, queued: Arc<Queued>, waiters: Arc<
                     if waiting_behind_holder {
                         queued.confirm(waiter, started);
                     } else {
-                        waiters.wake_owner(&waiter.id, &waiter.owner);
+                        waiters.wake_waiter(&waiter.id, &waiter.owner);
                     }
                 }
             }

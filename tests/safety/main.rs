@@ -6,6 +6,7 @@
 mod support;
 
 mod failed_wake;
+mod late_grant;
 mod quorum_holds;
 mod reentry_leases;
 mod restart;

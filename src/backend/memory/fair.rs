@@ -1,17 +1,18 @@
-//! Fair (FIFO) locks in memory: a queue of owners per lock; a release grants the lock to the head
-//! of the queue directly. Waiters cannot die without their process here, so nobody is evicted.
+//! Fair (FIFO) locks in memory: a queue of waiters (`<owner>|<n>`, one per wait) per lock; a
+//! release grants the lock to the head of the queue directly. Waiters cannot die without their
+//! process here, so nobody is evicted.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::{Held, MemoryBackend, Table};
-use crate::backend::{AcquireRequest, Attempt, HeldLock};
+use crate::backend::{owner_of, AcquireRequest, Attempt, HeldLock};
 use crate::waiters::LockId;
 
 /// Leave the queue of `id`; an emptied queue goes, so that locks waited for once leave nothing.
-fn dequeue(table: &mut Table, id: &LockId, owner: &str) {
+fn dequeue(table: &mut Table, id: &LockId, waiter: &str) {
     if let Some(queue) = table.queues.get_mut(id) {
-        queue.retain(|o| **o != *owner);
+        queue.retain(|w| **w != *waiter);
         if queue.is_empty() {
             table.queues.remove(id);
         }
@@ -19,10 +20,10 @@ fn dequeue(table: &mut Table, id: &LockId, owner: &str) {
 }
 
 /// Join the queue of `id` (once).
-pub(super) fn enqueue(table: &mut Table, id: &LockId, owner: &str) {
+pub(super) fn enqueue(table: &mut Table, id: &LockId, waiter: &str) {
     let queue = table.queues.entry(id.clone()).or_default();
-    if !queue.iter().any(|o| **o == *owner) {
-        queue.push_back(Arc::from(owner));
+    if !queue.iter().any(|w| **w == *waiter) {
+        queue.push_back(Arc::from(waiter));
     }
 }
 
@@ -35,7 +36,7 @@ impl MemoryBackend {
         now: Instant,
     ) -> Option<Attempt> {
         let head = table.queues.get(req.id).and_then(|q| q.front().cloned());
-        if head.as_deref().is_some_and(|h| h != req.owner) && self.grant_next(table, req.id, now) {
+        if head.as_deref().is_some_and(|h| h != req.waiter) && self.grant_next(table, req.id, now) {
             if table
                 .locks
                 .get(req.id)
@@ -48,13 +49,13 @@ impl MemoryBackend {
                 });
             }
             if req.will_wait {
-                enqueue(table, req.id, req.owner);
+                enqueue(table, req.id, req.waiter);
             }
             return Some(Attempt::Busy {
                 ttl: Some(self.claim),
             });
         }
-        dequeue(table, req.id, req.owner);
+        dequeue(table, req.id, req.waiter);
         None
     }
 
@@ -67,7 +68,7 @@ impl MemoryBackend {
             };
             let token = self.next_token();
             let held = Held {
-                owner: head.clone(),
+                owner: Arc::from(owner_of(&head)),
                 count: 1,
                 token,
                 expires: now + self.claim,
@@ -80,11 +81,12 @@ impl MemoryBackend {
         }
     }
 
-    /// `owner` stopped waiting for `id`: leave the queue, and pass on a grant it did not use.
-    pub(crate) fn leave_queue(&self, id: &LockId, owner: &str, grant: Option<u64>) {
+    /// `waiter` stopped waiting for `id`: leave the queue, and pass on a grant it did not use.
+    pub(crate) fn leave_queue(&self, id: &LockId, waiter: &str, grant: Option<u64>) {
         let now = Instant::now();
         let mut table = self.table();
-        dequeue(&mut table, id, owner);
+        dequeue(&mut table, id, waiter);
+        let owner = owner_of(waiter);
         let Some(expected) = grant else {
             return;
         };
@@ -107,7 +109,7 @@ impl MemoryBackend {
                 let queued = table
                     .queues
                     .get(&w.id)
-                    .is_some_and(|q| q.iter().any(|o| *o == w.owner));
+                    .is_some_and(|q| q.iter().any(|queued| *queued == w.owner));
                 queued && table.holder(&w.id, now).is_some()
             })
             .collect()
@@ -126,6 +128,7 @@ mod tests {
         AcquireRequest {
             id,
             owner,
+            waiter: owner,
             lease: Duration::from_secs(30),
             will_wait: true,
             others_waiting: false,

@@ -23,7 +23,7 @@ struct Held {
 #[derive(Debug, Default)]
 struct Table {
     locks: HashMap<LockId, Held>,
-    /// Fair locks: owners in arrival order.
+    /// Fair locks: waiters (`<owner>|<n>`, one per wait) in arrival order.
     queues: HashMap<LockId, VecDeque<Arc<str>>>,
     /// Sweep expired entries when the table grows past this size.
     sweep_at: usize,
@@ -117,7 +117,7 @@ impl MemoryBackend {
             }
             let ttl = held.expires - now;
             if req.mode == Mode::Fair && req.will_wait {
-                fair::enqueue(&mut table, req.id, req.owner);
+                fair::enqueue(&mut table, req.id, req.waiter);
             }
             return Attempt::Busy { ttl: Some(ttl) };
         }

@@ -124,12 +124,20 @@ local function drop_hold(lock, owner, token)
   return redis.call('HINCRBY', lock, owner, '-1')
 end
 
--- Fair locks. The queue `q` is a list of waiters (owner ids) in order of arrival: joining is an
--- RPUSH and each grant an LPOP, whatever the queue's length. A queued waiter is alive while its
--- heartbeat key `<lock>:hb:<waiter>` exists: its manager's heartbeats push the key's expiry back,
--- and the key of a waiter whose process died runs out on Redis's clock.
+-- Fair locks. The queue `q` is a list of waiters in order of arrival: joining is an RPUSH and each
+-- grant an LPOP, whatever the queue's length. A waiter is one wait of one request,
+-- '<owner id>|<n>': an owner that waits for a lock again (it gave up, then retried) is another
+-- waiter, so a grant, a heartbeat or a withdrawal of the earlier wait never touches the later one.
+-- A queued waiter is alive while its heartbeat key `<lock>:hb:<waiter>` exists: its manager's
+-- heartbeats push the key's expiry back, and the key of a waiter whose process died runs out on
+-- Redis's clock.
 local function heartbeat_key(lock, waiter)
   return lock .. ':hb:' .. waiter
+end
+
+-- The owner id of a waiter ('<owner id>|<n>').
+local function owner_of(waiter)
+  return string.match(waiter, '^[^|]+')
 end
 
 -- At most this many dead waiters are skipped by one grant; live waiters behind more re-check on
@@ -149,7 +157,7 @@ local function grant_next(lock, q, fence, prefix, claim_ms, caller)
     end
     -- deleting the heartbeat key tells whether the waiter was alive, and clears it
     if redis.call('DEL', heartbeat_key(lock, head)) == 1 then
-      local token = take(lock, head, claim_ms, next_token(fence))
+      local token = take(lock, owner_of(head), claim_ms, next_token(fence))
       if head == caller then
         return true
       end

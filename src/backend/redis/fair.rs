@@ -14,14 +14,15 @@ impl RedisBackend {
         let mut call = ScriptCall::new(&scripts::FAIR_ACQUIRE, 4);
         call.key(&**req.id)
             .key(keys::queue(req.id))
-            .key(keys::heartbeat(req.id, req.owner))
+            .key(keys::heartbeat(req.id, req.waiter))
             .key(keys::fence(req.id))
             .arg(req.owner)
             .arg(millis(req.lease))
             .arg(flag(req.will_wait))
             .arg(flag(req.queued))
             .arg(millis(self.eviction))
-            .arg(&self.inbox_prefix);
+            .arg(&self.inbox_prefix)
+            .arg(req.waiter);
         let answer: i64 = self
             .invoke_within(slot_hint(req.id), &call, super::LATE_REPLY)
             .await?;
@@ -51,19 +52,20 @@ impl RedisBackend {
     pub(crate) async fn leave_queue(
         &self,
         id: &LockId,
-        owner: &str,
+        waiter: &str,
         grant: Option<u64>,
     ) -> Result<(), BoxError> {
         let mut call = ScriptCall::new(&scripts::FAIR_ABANDON, 4);
         call.key(&**id)
             .key(keys::queue(id))
-            .key(keys::heartbeat(id, owner))
+            .key(keys::heartbeat(id, waiter))
             .key(keys::fence(id))
-            .arg(owner)
+            .arg(crate::backend::owner_of(waiter))
             .arg(flag(grant.is_some()))
             .arg(&self.inbox_prefix)
             .arg(millis(self.eviction))
-            .arg(grant.unwrap_or(0));
+            .arg(grant.unwrap_or(0))
+            .arg(waiter);
         self.invoke::<i64>(slot_hint(id), &call).await.map(drop)
     }
 

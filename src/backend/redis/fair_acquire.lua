@@ -1,12 +1,12 @@
 -- Take a fair lock, or join its FIFO queue.
--- KEYS: lock hash, queue, this owner's heartbeat key, fencing counter
+-- KEYS: lock hash, queue, this waiter's heartbeat key, fencing counter
 -- ARGV: owner, lease ms, will wait ('1'/'0'), already queued ('1'/'0'), eviction ms (heartbeat
---       deadline and claim lease), inbox channel prefix
+--       deadline and claim lease), inbox channel prefix, this request's waiter ('<owner>|<n>')
 -- Returns the fencing token (> 0) when acquired; when busy, -1 - the lock's remaining lease in ms.
 local lock, q, heartbeat, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, lease = ARGV[1], ARGV[2]
 local will_wait, queued = ARGV[3] == '1', ARGV[4] == '1'
-local eviction, prefix = ARGV[5], ARGV[6]
+local eviction, prefix, waiter = ARGV[5], ARGV[6], ARGV[7]
 
 local holds, token = lock_state(lock, owner)
 if holds then
@@ -24,10 +24,10 @@ end
 
 if not token then
   local head = redis.call('LINDEX', q, '0')
-  local ours = not head or head == owner
+  local ours = not head or head == waiter
   if not ours then
     -- free, but others queued first (the holder died, or a grant went astray): the head gets it
-    if grant_next(lock, q, fence, prefix, eviction, owner) then
+    if grant_next(lock, q, fence, prefix, eviction, waiter) then
       holds, token = lock_state(lock, owner)
       if holds then
         -- the waiters ahead of us were dead: the lock came to us
@@ -37,7 +37,7 @@ if not token then
     else
       -- every waiter skipped was dead; live ones may remain ahead of us
       head = redis.call('LINDEX', q, '0')
-      ours = not head or head == owner
+      ours = not head or head == waiter
     end
   end
   if ours then
@@ -51,13 +51,13 @@ end
 
 if will_wait then
   if not queued then
-    redis.call('RPUSH', q, owner)
+    redis.call('RPUSH', q, waiter)
     redis.call('SET', heartbeat, '1', 'PX', eviction)
   elseif not redis.call('SET', heartbeat, '1', 'PX', eviction, 'XX') then
     -- Queued before, but our heartbeat ran out (this process was frozen or slow): we are still in
     -- the queue unless a grant found us dead and dropped us.
-    if not redis.call('LPOS', q, owner) then
-      redis.call('RPUSH', q, owner)
+    if not redis.call('LPOS', q, waiter) then
+      redis.call('RPUSH', q, waiter)
     end
     redis.call('SET', heartbeat, '1', 'PX', eviction)
   end

@@ -24,20 +24,22 @@ use crate::waiters::{LockId, WaitRegistry};
 pub(crate) enum Unclaimed {
     /// "Lock K is free", but nobody here waits for K any more.
     Wake(LockId),
-    /// A fair grant to an owner that stopped waiting.
+    /// A fair grant to a waiter (`<owner>|<n>`) that stopped waiting.
     Grant {
         lock: LockId,
-        owner: String,
+        waiter: String,
         token: u64,
     },
 }
 
-/// Parse a grant message: `g|<lock>|<owner>|<token>` (owner ids and tokens contain no `|`).
+/// Parse a grant message: `g|<lock>|<owner>|<n>|<token>` into the lock, the waiter
+/// (`<owner>|<n>`) and the token (owner ids, wait numbers and tokens contain no `|`).
 fn parse_grant(msg: &str) -> Option<(&str, &str, u64)> {
     let rest = msg.strip_prefix("g|")?;
     let (rest, token) = rest.rsplit_once('|')?;
-    let (lock, owner) = rest.rsplit_once('|')?;
-    Some((lock, owner, token.parse().ok()?))
+    let (lock_and_owner, _n) = rest.rsplit_once('|')?;
+    let (lock, _owner) = lock_and_owner.rsplit_once('|')?;
+    Some((lock, &rest[lock.len() + 1..], token.parse().ok()?))
 }
 
 const MIN_BACKOFF: Duration = Duration::from_millis(20);
@@ -62,11 +64,11 @@ impl Postman {
                 pass_on(message);
             }
         };
-        if let Some((lock, owner, token)) = parse_grant(text) {
-            if !self.waiters.grant(lock, owner, token) {
+        if let Some((lock, waiter, token)) = parse_grant(text) {
+            if !self.waiters.grant(lock, waiter, token) {
                 unclaimed(Unclaimed::Grant {
                     lock: Arc::from(lock),
-                    owner: owner.to_owned(),
+                    waiter: waiter.to_owned(),
                     token,
                 });
             }
@@ -285,10 +287,11 @@ mod tests {
     #[test]
     fn grants_parse_even_when_the_lock_name_has_bars() {
         assert_eq!(
-            parse_grant("g|{ns:a|b}|m1:7|1700000000000001"),
-            Some(("{ns:a|b}", "m1:7", 1_700_000_000_000_001))
+            parse_grant("g|{ns:a|b}|m1:7|3|1700000000000001"),
+            Some(("{ns:a|b}", "m1:7|3", 1_700_000_000_000_001))
         );
         assert_eq!(parse_grant("{ns:a}"), None);
-        assert_eq!(parse_grant("g|{ns:a}|m1:7|x"), None);
+        assert_eq!(parse_grant("g|{ns:a}|m1:7|3|x"), None);
+        assert_eq!(parse_grant("g|{ns:a}|1700000000000001"), None);
     }
 }

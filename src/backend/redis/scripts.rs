@@ -158,6 +158,7 @@ mod tests {
                 "manager_of",
                 "drop_hold",
                 "heartbeat_key",
+                "owner_of",
                 "MAX_SKIPPED",
                 "grant_next"
             ],
