@@ -252,6 +252,7 @@ impl Shared {
             owner: win.owner.clone(),
             token: win.token,
             watched: win.watched,
+            lost: lost.clone(),
             mode: win.mode,
         };
         (LockGuard::new(info, held), lost)

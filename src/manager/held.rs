@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::backend::{Backend, HeldLock, Released};
 use crate::error::LockError;
+use crate::guard::LostSignal;
 use crate::manager::Shared;
 use crate::options::Mode;
 use crate::waiters::LockId;
@@ -19,13 +20,15 @@ pub(crate) struct Held {
     pub(crate) token: u64,
     /// Kept by the watchdog (else a fixed lease).
     pub(crate) watched: bool,
+    /// The guard's lost signal: which watchdog lease it counts on.
+    pub(crate) lost: Arc<LostSignal>,
     pub(crate) mode: Mode,
 }
 
 impl Held {
     fn stop_renewing(&self) {
         if self.watched {
-            self.shared.leases.unhold(&self.id, &self.owner, self.token);
+            self.shared.leases.unhold(&self.id, &self.owner, &self.lost);
         }
         if self.mode == Mode::Fair {
             self.shared.claims.remove(&HeldLock {

@@ -57,18 +57,22 @@ impl Leases {
             *lease = fresh();
         } else if !lease.lost.extend(valid_until) {
             // The lease had run out here before a renewal noticed, yet Redis took this re-entry:
-            // the earlier guards stay lost, the holds go on under a new signal.
-            lease.lost = Arc::new(LostSignal::new(Some(valid_until)));
+            // the earlier guards stay lost, and are no longer counted; the holds go on under a
+            // new signal.
+            *lease = fresh();
         }
         lease.guards += 1;
         lease.lost.clone()
     }
 
-    /// One guard of `owner` on `id` under `token` is released: stop renewing once none is left.
-    pub(crate) fn unhold(&self, id: &LockId, owner: &Arc<str>, token: u64) {
+    /// One guard of `owner` on `id` is released: stop renewing once none is left. A guard counts
+    /// only on the lease it joined (`lost`: the signal it got): a guard whose lease was lost,
+    /// released after the owner re-entered under the same token, must not take the new lease's
+    /// count (its renewal would stop under the new guard).
+    pub(crate) fn unhold(&self, id: &LockId, owner: &Arc<str>, lost: &Arc<LostSignal>) {
         let mut table = self.table();
         let key = (id.clone(), owner.clone());
-        if let Some(lease) = table.get_mut(&key).filter(|l| l.token == token) {
+        if let Some(lease) = table.get_mut(&key).filter(|l| Arc::ptr_eq(&l.lost, lost)) {
             lease.guards -= 1;
             if lease.guards == 0 {
                 table.remove(&key);

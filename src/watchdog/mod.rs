@@ -73,9 +73,11 @@ impl Watchdog {
                     let (backend, queued, waiters) =
                         (self.backend.clone(), self.queued.clone(), self.waiters.clone());
                     let claims = self.claims.clone();
+                    // side by side: slow claim extensions must not hold the heartbeats back past
+                    // the eviction deadline of live waiters
                     beat_round = Some(Box::pin(async move {
-                        extend_claims(&backend, &claims).await;
-                        heartbeat_all(backend, queued, waiters).await;
+                        let claims = extend_claims(&backend, &claims);
+                        tokio::join!(claims, heartbeat_all(backend.clone(), queued, waiters));
                     }));
                 }
                 _ = async { if let Some(r) = beat_round.as_mut() { r.await } }, if beat_round.is_some() => {

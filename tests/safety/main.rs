@@ -7,6 +7,7 @@ mod support;
 
 mod failed_wake;
 mod late_grant;
+mod lease_table;
 mod quorum_holds;
 mod reentry_leases;
 mod restart;
