@@ -36,6 +36,14 @@ pub(crate) struct AcquireRequest<'a> {
     pub(crate) queued: bool,
 }
 
+/// The clock-drift allowance of a lease: a server's clock may run up to 1% faster than the
+/// client's, plus 2 ms for the granularity of its expiry (RedLock's rule). Each Redis server is
+/// asked to keep a lease for `lease + drift`, while the client counts `lease`: the lost signal
+/// then fires before any server may free the lock, even with its clock that far ahead.
+pub(crate) fn drift(lease: Duration) -> Duration {
+    lease / 100 + Duration::from_millis(2)
+}
+
 /// The owner id of a fair waiter, `<owner>|<n>` (owner ids have no `|`).
 pub(crate) fn owner_of(waiter: &str) -> &str {
     waiter.split('|').next().unwrap_or(waiter)

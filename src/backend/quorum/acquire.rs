@@ -9,8 +9,9 @@ use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::holds::{Binding, Part, QuorumAttempt};
-use super::round::{drift, gather, jitter, NodeCall, Verdict};
+use super::round::{gather, jitter, NodeCall, Verdict};
 use super::{bounded, Node, QuorumBackend, ACQUIRE, FAIR_REFUSED, RELEASE};
+use crate::backend::drift;
 use crate::backend::redis::{fence_key, waiters_key, ScriptCall};
 use crate::backend::{AcquireRequest, Attempt, HeldLock};
 use crate::error::BoxError;

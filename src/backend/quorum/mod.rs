@@ -34,7 +34,7 @@ use crate::waiters::{Departure, LockId, WaitRegistry};
 use crate::watchdog::Chore;
 use acquire::release_call;
 use holds::Holds;
-use round::{drift, gather, majority, NodeCall, Verdict};
+use round::{gather, majority, NodeCall, Verdict};
 
 /// Why fair locks are refused on a quorum manager.
 pub(crate) const FAIR_REFUSED: &str =
@@ -245,7 +245,6 @@ impl QuorumBackend {
         lease: Duration,
     ) -> Result<Vec<bool>, BoxError> {
         let (n, q) = (self.nodes.len(), self.quorum());
-        let lease = lease + drift(lease);
         let shared: Arc<[HeldLock]> = Arc::from(batch);
         let suspect = self.suspects();
         let mut rest: FuturesUnordered<NodeCall<Vec<bool>>> = self

@@ -143,12 +143,6 @@ pub(super) async fn gather<T>(
     }
 }
 
-/// The clock-drift allowance of a lease: masters' clocks may run up to 1% apart from ours, plus
-/// 2 ms for the granularity of their expiry (RedLock's rule).
-pub(super) fn drift(lease: Duration) -> Duration {
-    lease / 100 + Duration::from_millis(2)
-}
-
 /// A random duration in `[0, max]`, so that contenders that split a lock do not retry in lockstep.
 pub(crate) fn jitter(max: Duration) -> Duration {
     let nanos = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
@@ -223,8 +217,14 @@ mod tests {
 
     #[test]
     fn drift_and_jitter_stay_in_bounds() {
-        assert_eq!(drift(Duration::from_secs(30)), Duration::from_millis(302));
-        assert_eq!(drift(Duration::from_millis(100)), Duration::from_millis(3));
+        assert_eq!(
+            crate::backend::drift(Duration::from_secs(30)),
+            Duration::from_millis(302)
+        );
+        assert_eq!(
+            crate::backend::drift(Duration::from_millis(100)),
+            Duration::from_millis(3)
+        );
         assert_eq!(jitter(Duration::ZERO), Duration::ZERO);
         for _ in 0..100 {
             assert!(jitter(Duration::from_millis(3)) <= Duration::from_millis(3));

@@ -1,7 +1,7 @@
 //! Fair (FIFO) locks on Redis: a queue per lock, grants made by the release script, heartbeats
 //! that keep live waiters queued and let dead ones be evicted.
 
-use super::{flag, keys, millis, scripts, slot_hint, RedisBackend, ScriptCall};
+use super::{flag, keys, scripts, server_ms, slot_hint, RedisBackend, ScriptCall};
 use crate::backend::{AcquireRequest, Attempt, HeldLock, Released};
 use crate::error::BoxError;
 use crate::waiters::LockId;
@@ -17,10 +17,10 @@ impl RedisBackend {
             .key(keys::heartbeat(req.id, req.waiter))
             .key(keys::fence(req.id))
             .arg(req.owner)
-            .arg(millis(req.lease))
+            .arg(server_ms(req.lease))
             .arg(flag(req.will_wait))
             .arg(flag(req.queued))
-            .arg(millis(self.eviction))
+            .arg(server_ms(self.eviction))
             .arg(&self.inbox_prefix)
             .arg(req.waiter);
         let answer: i64 = self
@@ -41,7 +41,7 @@ impl RedisBackend {
             .key(keys::fence(id))
             .arg(owner)
             .arg(&self.inbox_prefix)
-            .arg(millis(self.eviction));
+            .arg(server_ms(self.eviction));
         if let Some(token) = token {
             call.arg(token);
         }
@@ -63,7 +63,7 @@ impl RedisBackend {
             .arg(crate::backend::owner_of(waiter))
             .arg(flag(grant.is_some()))
             .arg(&self.inbox_prefix)
-            .arg(millis(self.eviction))
+            .arg(server_ms(self.eviction))
             .arg(grant.unwrap_or(0))
             .arg(waiter);
         self.invoke::<i64>(slot_hint(id), &call).await.map(drop)
@@ -76,7 +76,7 @@ impl RedisBackend {
                 .key(keys::queue(&waiter.id))
                 .key(keys::heartbeat(&waiter.id, &waiter.owner));
         }
-        call.arg(millis(self.eviction));
+        call.arg(server_ms(self.eviction));
         let hint = batch.first().map_or(0, |w| slot_hint(&w.id));
         let states: Vec<i64> = self.invoke_idempotent(hint, &call).await?;
         Ok(states.into_iter().map(|state| state == 1).collect())

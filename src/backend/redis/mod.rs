@@ -103,6 +103,12 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
+/// How long Redis is asked to keep a lease the client counts as `lease`: the drift allowance
+/// more (see [`crate::backend::drift`]).
+fn server_ms(lease: Duration) -> u64 {
+    millis(lease + crate::backend::drift(lease))
+}
+
 impl RedisBackend {
     pub(crate) fn new(
         pool: CommandPool,
@@ -210,7 +216,7 @@ impl RedisBackend {
             .key(keys::waiters(req.id))
             .key(keys::fence(req.id))
             .arg(req.owner)
-            .arg(millis(req.lease))
+            .arg(server_ms(req.lease))
             .arg(wait_mode(req));
         let answer: i64 = self
             .invoke_within(slot_hint(req.id), &call, LATE_REPLY)
@@ -247,7 +253,7 @@ impl RedisBackend {
         for lock in batch {
             call.key(&*lock.id);
         }
-        call.arg(millis(lease));
+        call.arg(server_ms(lease));
         for lock in batch {
             call.arg(&*lock.owner);
         }
