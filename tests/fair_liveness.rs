@@ -79,12 +79,22 @@ async fn a_grant_message_arriving_after_its_waiter_took_the_lock_does_not_releas
     let owner = entry.split('|').next().unwrap().to_owned();
 
     // The holder's release grants the lock to the waiter, but the message is held up: the grant is
-    // made by hand, and the waiter's next heartbeat (every 200 ms) finds it out of the queue.
+    // made by hand (the fair mark included), and the waiter's next heartbeat (every 200 ms) finds it
+    // out of the queue.
     let stale = "1";
     server.cmd(&["DEL", "{tower-lock:late}"]);
     server.cmd(&["LREM", queue, "1", &entry]);
     server.cmd(&["DEL", &format!("{{tower-lock:late}}:hb:{entry}")]);
-    server.cmd(&["HSET", "{tower-lock:late}", &owner, "1", "#t", stale]);
+    server.cmd(&[
+        "HSET",
+        "{tower-lock:late}",
+        &owner,
+        "1",
+        "#t",
+        stale,
+        "#f",
+        "1",
+    ]);
     server.cmd(&["PEXPIRE", "{tower-lock:late}", "5000"]);
     let guard = waiter.await.unwrap();
     assert!(guard.fencing_token() > 1, "a token of its own");

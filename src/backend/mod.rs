@@ -56,6 +56,9 @@ pub(crate) enum Attempt {
     Acquired { token: u64 },
     /// Someone else holds it for at most `ttl` more (`None`: unknown, retry soon).
     Busy { ttl: Option<Duration> },
+    /// The lock is held or waited for in the other mode (exclusive vs fair): the two are not
+    /// mixed on one lock, since neither would see the other's waiters.
+    OtherMode,
 }
 
 /// The outcome of a release.

@@ -212,6 +212,12 @@ impl Shared {
                     win.since = attempt_started;
                     return Ok(Some(self.guard(win).0));
                 }
+                Attempt::OtherMode => {
+                    return Err(LockError::Unsupported {
+                        key: key.to_owned(),
+                        what: mixed_modes(mode),
+                    })
+                }
                 Attempt::Busy { ttl } => {
                     let Some(ticket) = ticket.as_mut() else {
                         return Ok(None);
@@ -315,6 +321,14 @@ async fn within(
     tokio::time::timeout(limit, call)
         .await
         .unwrap_or_else(|_| Err(format!("Redis did not answer within {limit:?}").into()))
+}
+
+/// Why a request of `mode` was refused on a lock held or waited for in the other mode.
+fn mixed_modes(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Fair => "a fair request on a lock held in exclusive mode: one lock takes one mode",
+        _ => "an exclusive request on a lock held or queued for in fair mode: one lock takes one mode",
+    }
 }
 
 fn timeout(key: &str, started: Instant) -> LockError {

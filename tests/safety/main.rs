@@ -9,6 +9,7 @@ mod drift;
 mod failed_wake;
 mod late_grant;
 mod lease_table;
+mod mixed_modes;
 mod quorum_holds;
 mod reentry_leases;
 mod restart;

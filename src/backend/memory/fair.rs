@@ -72,6 +72,7 @@ impl MemoryBackend {
                 count: 1,
                 token,
                 expires: now + self.claim,
+                mode: crate::options::Mode::Fair,
             };
             table.insert(id, held, now);
             if self.waiters.grant(id, &head, token) {

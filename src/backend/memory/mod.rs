@@ -18,6 +18,8 @@ struct Held {
     count: u32,
     token: u64,
     expires: Instant,
+    /// One lock takes one mode: requests of the other are refused while it is held.
+    mode: Mode,
 }
 
 #[derive(Debug, Default)]
@@ -107,6 +109,9 @@ impl MemoryBackend {
         let now = Instant::now();
         let mut table = self.table();
         if let Some(held) = table.holder(req.id, now) {
+            if held.mode != req.mode {
+                return Attempt::OtherMode;
+            }
             if *held.owner == *req.owner {
                 // a queued fair request finding itself the holder found its grant, not a re-entry
                 if !(req.queued && req.mode == Mode::Fair) {
@@ -125,6 +130,9 @@ impl MemoryBackend {
             if let Some(busy) = self.fair_free_lock(&mut table, req, now) {
                 return busy;
             }
+        } else if table.queues.contains_key(req.id) {
+            // free, but fair requests are queued for it
+            return Attempt::OtherMode;
         }
         let token = self.next_token();
         let held = Held {
@@ -132,6 +140,7 @@ impl MemoryBackend {
             count: 1,
             token,
             expires: now + req.lease,
+            mode: req.mode,
         };
         table.insert(req.id, held, now);
         Attempt::Acquired { token }

@@ -1,25 +1,32 @@
 -- Take an exclusive reentrant lock, or record that this manager waits for it.
 -- KEYS: lock hash (owner -> count, '#t' -> token, '#w' -> a manager may wait), waiting managers
---       (zset), fencing counter
+--       (zset), fencing counter, the lock's fair queue
 -- ARGV: owner ('<manager id>:<n>'), lease ms, how the request waits: '' (it does not), 'w' (it
 --       will), 'wo' (it will, and other requests of this process wait for the lock too), 'wr' (it
 --       will, and an earlier attempt of it found the lock busy and recorded this manager as
 --       waiting), 'wor' (both)
--- Returns the fencing token (> 0) when acquired; when busy, -1 - the lock's remaining lease in ms
--- (0: Redis knows no lease). One integer, not a table: a table answer costs Redis more.
+-- Returns the fencing token (> 0) when acquired; when busy, -1 - the lock's remaining lease in ms;
+-- 0 when the lock is held or queued for in fair mode (the two modes
+-- are not mixed on one lock). One integer, not a table: a table answer costs Redis more.
 local lock, waiters, fence = KEYS[1], KEYS[2], KEYS[3]
 local owner, lease, wait = ARGV[1], ARGV[2], ARGV[3]
 
-local holds, token, marked = lock_state(lock, owner)
+local holds, token, marked, fair = lock_state(lock, owner)
+if fair then
+  return 0
+end
 if holds then
   return reenter(lock, owner, lease, token)
 end
 
 if not token then
+  if redis.call('EXISTS', KEYS[4]) == 1 then
+    return 0
+  end
   -- Our release must reach the requests of this process that still wait; and when we were told the
   -- lock is free, other managers may still be waiting behind us.
   local others = wait == 'wo' or wait == 'wor'
-  token = take(lock, owner, lease, next_token(fence), others or wait == 'wr')
+  token = take(lock, owner, lease, next_token(fence), (others or wait == 'wr') and '#w' or nil)
   if others then
     redis.call('ZADD', waiters, 'NX', int(now_us()), manager_of(owner))
     -- as in wait_in_line: the record goes some time after the lock would, should nobody come back
@@ -31,6 +38,10 @@ if not token then
 end
 
 local ttl = redis.call('PTTL', lock)
+if ttl < 0 then
+  -- a lock without a lease (never made by these scripts): look again soon
+  ttl = 50
+end
 if wait ~= '' then
   wait_in_line(lock, waiters, manager_of(owner), ttl, lease, marked)
 end

@@ -32,11 +32,11 @@ local function next_token(fence)
 end
 
 -- Make `owner` the holder of the free `lock` for `lease` ms (a decimal string, as the script got it)
--- under fencing token `token`; `waited` marks the lock as one that managers may be waiting for
--- ('#w', exclusive mode).
-local function take(lock, owner, lease, token, waited)
-  if waited then
-    redis.call('HSET', lock, owner, '1', '#t', int(token), '#w', '1')
+-- under fencing token `token`; `mark` (optional) is set on the lock: '#w' (exclusive mode: managers
+-- may be waiting for it) or '#f' (a fair lock: exclusive requests are refused while it is held).
+local function take(lock, owner, lease, token, mark)
+  if mark then
+    redis.call('HSET', lock, owner, '1', '#t', int(token), mark, '1')
   else
     redis.call('HSET', lock, owner, '1', '#t', int(token))
   end
@@ -55,10 +55,11 @@ local function reenter(lock, owner, lease, token)
 end
 
 -- What `owner` has of `lock`, in one call: its holds (false: none), the lock's token (false: the
--- lock is free; every held lock has one) and its '#w' mark (false: no manager waits for it).
+-- lock is free; every held lock has one), its '#w' mark (false: no manager waits for it) and its
+-- '#f' mark (false: not held in fair mode).
 local function lock_state(lock, owner)
-  local state = redis.call('HMGET', lock, owner, '#t', '#w')
-  return state[1], state[2], state[3]
+  local state = redis.call('HMGET', lock, owner, '#t', '#w', '#f')
+  return state[1], state[2], state[3], state[4]
 end
 
 -- The manager of an owner id ('<manager id>:<n>').
@@ -157,7 +158,7 @@ local function grant_next(lock, q, fence, prefix, claim_ms, caller)
     end
     -- deleting the heartbeat key tells whether the waiter was alive, and clears it
     if redis.call('DEL', heartbeat_key(lock, head)) == 1 then
-      local token = take(lock, owner_of(head), claim_ms, next_token(fence))
+      local token = take(lock, owner_of(head), claim_ms, next_token(fence), '#f')
       if head == caller then
         return true
       end

@@ -2,13 +2,17 @@
 -- KEYS: lock hash, queue, this waiter's heartbeat key, fencing counter
 -- ARGV: owner, lease ms, will wait ('1'/'0'), already queued ('1'/'0'), eviction ms (heartbeat
 --       deadline and claim lease), inbox channel prefix, this request's waiter ('<owner>|<n>')
--- Returns the fencing token (> 0) when acquired; when busy, -1 - the lock's remaining lease in ms.
+-- Returns the fencing token (> 0) when acquired; when busy, -1 - the lock's remaining lease in ms;
+-- 0 when the lock is held in exclusive mode (the two modes are not mixed on one lock).
 local lock, q, heartbeat, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, lease = ARGV[1], ARGV[2]
 local will_wait, queued = ARGV[3] == '1', ARGV[4] == '1'
 local eviction, prefix, waiter = ARGV[5], ARGV[6], ARGV[7]
 
-local holds, token = lock_state(lock, owner)
+local holds, token, _, fair = lock_state(lock, owner)
+if token and not fair then
+  return 0
+end
 if holds then
   if queued then
     -- A grant whose message we have not received: it is ours, not a re-entry. It gets a new
@@ -45,7 +49,7 @@ if not token then
       redis.call('LPOP', q)
     end
     redis.call('DEL', heartbeat)
-    return take(lock, owner, lease, next_token(fence))
+    return take(lock, owner, lease, next_token(fence), '#f')
   end
 end
 

@@ -48,11 +48,12 @@ fn flag(b: bool) -> &'static str {
     }
 }
 
-/// An acquire script's answer: the fencing token (> 0) when acquired; when busy, -1 - the holder's
-/// remaining lease in ms (0 when Redis knows none).
+/// An acquire script's answer: the fencing token (> 0) when acquired; 0 when the lock is held or
+/// queued for in the other mode; when busy, -1 - the holder's remaining lease in ms.
 fn attempt(answer: i64) -> Attempt {
     match u64::try_from(answer) {
-        Ok(token) if token > 0 => Attempt::Acquired { token },
+        Ok(0) => Attempt::OtherMode,
+        Ok(token) => Attempt::Acquired { token },
         _ => Attempt::Busy {
             ttl: u64::try_from(-1 - answer).ok().map(Duration::from_millis),
         },
@@ -211,10 +212,11 @@ impl RedisBackend {
         if req.mode == crate::options::Mode::Fair {
             return self.fair_try_acquire(req).await;
         }
-        let mut call = ScriptCall::new(&scripts::ACQUIRE, 3);
+        let mut call = ScriptCall::new(&scripts::ACQUIRE, 4);
         call.key(&**req.id)
             .key(keys::waiters(req.id))
             .key(keys::fence(req.id))
+            .key(keys::queue(req.id))
             .arg(req.owner)
             .arg(server_ms(req.lease))
             .arg(wait_mode(req));
@@ -289,10 +291,10 @@ mod tests {
         ));
         let busy = |answer| match attempt(answer) {
             Attempt::Busy { ttl } => ttl,
-            Attempt::Acquired { token } => panic!("{answer} read as acquired with token {token}"),
+            other => panic!("{answer} read as {other:?}"),
         };
         assert_eq!(busy(-1), Some(Duration::ZERO));
         assert_eq!(busy(-30_001), Some(Duration::from_secs(30)));
-        assert_eq!(busy(0), None, "a lock without a lease");
+        assert!(matches!(attempt(0), Attempt::OtherMode));
     }
 }
