@@ -84,3 +84,27 @@ async fn a_late_grant_settles_into_the_hold_of_its_own_attempt() {
     })
     .await;
 }
+
+/// G1 is deleted on masters 0 and 1 only; master 2 keeps it. The owner takes the lock again (G2:
+/// fresh on 0 and 1, a re-entry on 2): G1's part on master 2 is dropped, so that G2's release
+/// leaves nothing behind (before the change, master 2 kept G1's hold for a whole lease).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_hold_kept_by_one_master_goes_when_the_owner_takes_the_lock_again() {
+    let masters = Masters::start(3);
+    let m = manager(&masters).await;
+    let opts = LockOptions::exclusive();
+    let owner = m.owner();
+    let g1 = owner.acquire("k", &opts).await.unwrap();
+    eventually("every master granted G1", || masters.holding("k") == 3).await;
+    for server in &masters.servers[..2] {
+        server.cmd(&["DEL", "{tower-lock:k}"]);
+    }
+    let g2 = owner.acquire("k", &opts).await.unwrap();
+    assert_ne!(g2.fencing_token(), g1.fencing_token(), "a new hold");
+    assert!(matches!(g1.release().await, Err(LockError::NotHeld { .. })));
+    g2.release().await.unwrap();
+    eventually("no master holds the lock after G2's release", || {
+        masters.holding("k") == 0
+    })
+    .await;
+}

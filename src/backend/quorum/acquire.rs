@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
-use super::holds::{Binding, Part, QuorumAttempt};
+use super::holds::{Binding, Part, QuorumAttempt, Stale};
 use super::round::{gather, jitter, NodeCall, Verdict};
 use super::{bounded, Node, QuorumBackend, ACQUIRE, FAIR_REFUSED, RELEASE};
 use crate::backend::drift;
@@ -106,7 +106,11 @@ impl QuorumBackend {
         let validity = node_lease.saturating_sub(elapsed).saturating_sub(drift);
         if round.verdict == Verdict::Yes && !validity.is_zero() {
             let parts = parts(n, &round.answers);
-            let token = self.holds.record(lock.clone(), &won, parts, attempt);
+            let (token, stale) = self.holds.record(lock.clone(), &won, parts, attempt);
+            if !stale.is_empty() {
+                let undo = self.undo(lock.clone());
+                self.finish_later(Box::pin(async move { undo.drop_stale(stale).await }));
+            }
             let fresh = (!reentry).then_some(attempt.id);
             self.settle_after_win(round.rest, lock, token, fresh);
             return Ok(Attempt::Acquired { token });
@@ -268,6 +272,17 @@ impl Undo {
         let undo = node.redis.run_script::<i64>(&self.lock.id, &call);
         if let Err(err) = bounded(self.timeout, &node.up, undo).await {
             tracing::debug!(error = %err, lock = %self.lock.id, "could not undo a quorum attempt on a master; it expires");
+        }
+    }
+}
+
+impl Undo {
+    /// Drop what a lost hold still had on masters a new hold of its owner re-entered.
+    async fn drop_stale(&self, stale: Vec<Stale>) {
+        for (i, token, count) in stale {
+            for _ in 0..count {
+                self.on(self.nodes[i].clone(), Binding::Token(token)).await;
+            }
         }
     }
 }

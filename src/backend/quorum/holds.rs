@@ -50,6 +50,10 @@ pub(super) struct QuorumAttempt {
 /// there already (the token is then that hold's).
 pub(super) type Won = (usize, u64, bool);
 
+/// What a lost hold still has on a master that the new hold re-entered: its index, its token
+/// there, and how many holds to drop (the new hold's own stays).
+pub(super) type Stale = (usize, u64, u32);
+
 /// One hold of one owner (re-entries count on it).
 #[derive(Debug)]
 struct Hold {
@@ -81,14 +85,15 @@ impl Holds {
     /// (see [`Part`]). Returns the hold's token. An owner that already holds the lock keeps its
     /// token when a majority of masters re-entered its hold (with the very token they issued for
     /// it, where known): they kept it all along, so no one else can have held a majority
-    /// meanwhile. Otherwise the hold was lost, its guards with it, and this is a new one.
+    /// meanwhile. Otherwise the hold was lost, its guards with it, and this is a new one; what
+    /// the lost hold still has on masters the new one re-entered is returned, to be dropped.
     pub(super) fn record(
         &self,
         lock: HeldLock,
         won: &[Won],
         parts: Vec<Part>,
         attempt: QuorumAttempt,
-    ) -> u64 {
+    ) -> (u64, Vec<Stale>) {
         let fresh = won.iter().map(|(_, token, _)| *token).max().unwrap_or(0);
         let mut table = self.table();
         let hold = table.entry(lock).or_insert_with(|| Hold {
@@ -97,7 +102,17 @@ impl Holds {
             parts: vec![Part::Pending; attempt.n],
             attempt: attempt.id,
         });
+        let mut stale = Vec::new();
         if hold.count == 0 || continuing(hold, won) < attempt.quorum {
+            if hold.count > 0 {
+                stale = won
+                    .iter()
+                    .filter(|(i, token, reentered)| {
+                        *reentered && hold.parts.get(*i) == Some(&Part::Granted(*token))
+                    })
+                    .map(|(i, token, _)| (*i, *token, hold.count))
+                    .collect();
+            }
             *hold = Hold {
                 count: 0,
                 token: fresh,
@@ -111,7 +126,7 @@ impl Holds {
             }
         }
         hold.count += 1;
-        hold.token
+        (hold.token, stale)
     }
 
     /// How many of the masters in `won` kept the owner's current hold (0 when it has none).
@@ -203,18 +218,24 @@ mod tests {
         // first hold: masters 0 and 1 granted it (master 2 answered too late)
         let first = [(0, 10, false), (1, 30, false)];
         let parts = vec![Part::Granted(10), Part::Granted(30), Part::Pending];
-        assert_eq!(holds.record(lock(), &first, parts.clone(), attempt(1)), 30);
+        assert_eq!(
+            holds.record(lock(), &first, parts.clone(), attempt(1)).0,
+            30
+        );
         // re-entry: 0 re-enters, 2 re-enters the late grant, 1 granted it afresh (it had lost it)
         let won = [(0, 10, true), (1, 99, false), (2, 20, true)];
-        assert_eq!(holds.record(lock(), &won, parts.clone(), attempt(2)), 30);
+        assert_eq!(holds.record(lock(), &won, parts.clone(), attempt(2)).0, 30);
         // a late grant recorded: its token must match from then on
         assert!(holds.settle(&lock(), 30, 2, Part::Granted(20)));
         let again = [(0, 10, true), (2, 20, true)];
-        assert_eq!(holds.record(lock(), &again, parts.clone(), attempt(3)), 30);
+        assert_eq!(
+            holds.record(lock(), &again, parts.clone(), attempt(3)).0,
+            30
+        );
         // a master that re-entered under another token than it issued did not keep the hold
         let other = [(0, 10, true), (2, 21, true)];
         let fresh = vec![Part::Granted(10), Part::Failed, Part::Granted(21)];
-        assert_eq!(holds.record(lock(), &other, fresh, attempt(4)), 21);
+        assert_eq!(holds.record(lock(), &other, fresh, attempt(4)).0, 21);
         // that hold is new: it counts from one, and the old guards' token releases nothing
         assert!(holds.release(&lock(), 30).is_none());
         let release = holds.release(&lock(), 21).expect("the new hold");
@@ -235,14 +256,14 @@ mod tests {
         let holds = Holds::default();
         let first = [(0, 10, false), (1, 30, false)];
         let parts = vec![Part::Granted(10), Part::Granted(30), Part::Pending];
-        assert_eq!(holds.record(lock(), &first, parts, attempt(1)), 30);
+        assert_eq!(holds.record(lock(), &first, parts, attempt(1)).0, 30);
         // released while master 2's answer is out: nothing is sent there
         let release = holds.release(&lock(), 30).expect("the hold");
         assert_eq!(release.on[2], None);
         // the same owner takes the lock anew; the first attempt's late grant is not part of it
         let won = [(0, 40, false), (1, 45, false)];
         let parts = vec![Part::Granted(40), Part::Granted(45), Part::Absent];
-        assert_eq!(holds.record(lock(), &won, parts, attempt(2)), 45);
+        assert_eq!(holds.record(lock(), &won, parts, attempt(2)).0, 45);
         assert!(!holds.settle(&lock(), 30, 2, Part::Granted(20)));
         let release = holds.release(&lock(), 45).expect("the new hold");
         assert_eq!(
@@ -250,5 +271,24 @@ mod tests {
             [Some(Binding::Token(40)), Some(Binding::Token(45)), None]
         );
         assert_eq!(release.absent, [false, false, true]);
+    }
+
+    #[test]
+    fn a_lost_hold_left_on_a_master_the_new_hold_reentered_is_dropped() {
+        let holds = Holds::default();
+        let first = [(0, 10, false), (1, 30, false), (2, 20, false)];
+        let parts = vec![Part::Granted(10), Part::Granted(30), Part::Granted(20)];
+        assert_eq!(
+            holds.record(lock(), &first, parts.clone(), attempt(1)).0,
+            30
+        );
+        let reentry = [(0, 10, true), (1, 30, true), (2, 20, true)];
+        assert_eq!(holds.record(lock(), &reentry, parts, attempt(2)).0, 30);
+        // masters 0 and 1 lost the hold (two guards); master 2 kept it and is re-entered
+        let won = [(0, 40, false), (1, 45, false), (2, 20, true)];
+        let parts = vec![Part::Granted(40), Part::Granted(45), Part::Granted(20)];
+        let (token, stale) = holds.record(lock(), &won, parts, attempt(3));
+        assert_eq!(token, 45);
+        assert_eq!(stale, [(2, 20, 2)], "the lost hold's two holds on master 2");
     }
 }
