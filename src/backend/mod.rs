@@ -188,8 +188,9 @@ impl Backend {
         }
     }
 
-    /// A fair waiter (`<owner>|<n>`) left the queue of `id`. With `grant` set, the grant made to
-    /// it under that token, if its owner still holds it unused, is passed on to the next waiter.
+    /// A fair waiter (`<owner>|<n>`) left the queue of `id`. A grant made to it that it never used
+    /// is passed on to the next waiter: on Redis, any grant to this wait (the lock names the wait
+    /// it was granted to); in memory, the one under `grant`, its token.
     pub(crate) async fn leave_queue(
         &self,
         id: &LockId,
@@ -202,7 +203,7 @@ impl Backend {
                 Ok(())
             }
             #[cfg(feature = "redis")]
-            Backend::Redis(r) => r.leave_queue(id, waiter, grant).await,
+            Backend::Redis(r) => r.leave_queue(id, waiter).await,
             // Fair locks are refused on a quorum: nobody of this manager is ever queued.
             #[cfg(feature = "redis")]
             Backend::Quorum(_) => Ok(()),

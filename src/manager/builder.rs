@@ -388,11 +388,7 @@ fn spawn_inbox(
                     waiters.wake_one(&lock);
                     outcome
                 }
-                Unclaimed::Grant {
-                    lock,
-                    waiter,
-                    token,
-                } => node.leave_queue(&lock, &waiter, Some(token)).await,
+                Unclaimed::Grant { lock, waiter } => node.leave_queue(&lock, &waiter).await,
             };
             if let Err(err) = outcome {
                 tracing::debug!(error = %err, "could not pass an unclaimed message on");

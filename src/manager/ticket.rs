@@ -107,11 +107,11 @@ impl Drop for WaitTicket {
         let backend = self.shared.backend.clone();
         let id = self.id.clone();
         if self.mode == Mode::Fair {
-            // Leave the queue at once. A grant whose message reached us goes to the next waiter
-            // here; one whose message comes later finds no waiter and is passed on by the inbox,
-            // with its token. Only a grant known by its token is released: the owner may hold the
-            // lock through another guard (a re-entry that failed never queued), and that hold
-            // must stay.
+            // Leave the queue at once. A grant made to this wait goes to the next waiter here
+            // (Redis knows it by the wait's name; memory by the token of the grant we received);
+            // one whose message comes later finds no waiter and is passed on by the inbox. Only a
+            // grant to this very wait is released: the owner may hold the lock through another
+            // guard (a re-entry that failed never queued), and that hold must stay.
             let waiter = self.waiter.name().clone();
             let grant = self.waiter.grant();
             self.shared.chore(Box::pin(async move {

@@ -84,3 +84,112 @@ async fn a_late_grant_of_an_earlier_wait_is_not_taken_by_a_later_one() {
     assert!(token > holder_token && !lost);
     guard.release().await.unwrap();
 }
+
+/// The owner's earlier wait is still first in the queue, alive (its withdrawal has not run yet),
+/// when the lock falls free and the owner's next request tries: the lock is granted to the earlier
+/// wait, and the new request must not take that grant for its own (the grant goes on to it only
+/// once the earlier wait's grant is passed on). Before, the new request returned at once with the
+/// earlier wait's grant, which the inbox then passed on from under it: another manager took the
+/// lock while the guard was not lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_to_an_owners_earlier_wait_is_not_taken_by_its_next_request() {
+    let server = RedisServer::start();
+    let (first, waiting, rival) = (
+        manager(&server).await,
+        manager(&server).await,
+        manager(&server).await,
+    );
+    let fair = LockOptions::fair();
+    let queue = "{tower-lock:k}:ql";
+    let held = first.acquire("k", &fair).await.unwrap();
+    let owner = waiting.owner();
+    let gave_up = tokio::spawn({
+        let owner = owner.clone();
+        let opts = fair.wait_timeout(Duration::from_millis(500));
+        async move { owner.acquire("k", &opts).await.map(drop) }
+    });
+    let server = &server;
+    let queued = |n| move || server.cmd(&["LLEN", queue]).as_int().unwrap_or(0) == n;
+    assert!(wait_until(Duration::from_secs(5), queued(1)));
+    let earlier_wait = server
+        .cmd(&["LRANGE", queue, "0", "-1"])
+        .as_strings()
+        .unwrap()[0]
+        .clone();
+    assert!(gave_up.await.unwrap().is_err(), "the first wait timed out");
+    assert!(wait_until(Duration::from_secs(5), queued(0)));
+
+    // as if the earlier wait's withdrawal had not run yet, and the holder's lease had run out
+    server.cmd(&["RPUSH", queue, &earlier_wait]);
+    let heartbeat = format!("{{tower-lock:k}}:hb:{earlier_wait}");
+    server.cmd(&["SET", &heartbeat, "1", "PX", "10000"]);
+    server.cmd(&["DEL", "{tower-lock:k}"]);
+    drop(held);
+
+    let opts = fair.wait_timeout(Duration::from_secs(5));
+    let guard = owner.acquire("k", &opts).await.unwrap();
+    let until = tokio::time::Instant::now() + Duration::from_secs(1);
+    while tokio::time::Instant::now() < until {
+        let stolen = rival.try_acquire("k", &fair).await.unwrap();
+        assert!(
+            stolen.is_none() || guard.is_lost(),
+            "another manager took the lock while the owner's guard was not lost"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!guard.is_lost());
+    guard.release().await.unwrap();
+}
+
+/// A grant made to an owner's earlier wait after that wait gave up (its message not read yet),
+/// re-entered by the owner's next request: when the message is passed on, only the grant's own
+/// hold goes, and the lock is free once the next request lets go. (Before, the pass-on found two
+/// holds and did nothing, and the lock stayed held by nobody until its lease ran out.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unused_grant_reentered_by_the_owner_is_dropped_when_passed_on() {
+    let server = RedisServer::start();
+    let (waiting, rival) = (manager(&server).await, manager(&server).await);
+    let fair = LockOptions::fair();
+    let owner = waiting.owner();
+    // learn the owner's id; its earlier wait is one it never made in this process
+    let probe = owner.acquire("k", &fair).await.unwrap();
+    let fields = server
+        .cmd(&["HKEYS", "{tower-lock:k}"])
+        .as_strings()
+        .unwrap();
+    let owner_id = fields.into_iter().find(|f| !f.starts_with('#')).unwrap();
+    probe.release().await.unwrap();
+    let earlier_wait = format!("{owner_id}|999");
+
+    // the release script granted the free lock to the earlier wait, which had given up
+    let token = "1";
+    let lock = "{tower-lock:k}";
+    server.cmd(&[
+        "HSET",
+        lock,
+        &owner_id,
+        "1",
+        "#t",
+        token,
+        "#f",
+        &earlier_wait,
+    ]);
+    server.cmd(&["PEXPIRE", lock, "30000"]);
+    let guard = owner.acquire("k", &fair).await.unwrap();
+    assert_eq!(server.cmd(&["HGET", lock, &owner_id]).as_int(), Some(2));
+    // its grant message arrives now: nobody waits as that wait, so it is passed on
+    let manager_id = owner_id.split(':').next().unwrap();
+    let channel = format!("{{tower-lock}}:inbox:{manager_id}");
+    let message = format!("g|{lock}|{earlier_wait}|{token}");
+    assert_eq!(
+        server.cmd(&["PUBLISH", &channel, &message]).as_int(),
+        Some(1)
+    );
+    assert!(wait_until(Duration::from_secs(5), || server
+        .cmd(&["HGET", lock, &owner_id])
+        .as_int()
+        == Some(1)));
+    assert!(!guard.is_lost());
+    guard.release().await.unwrap();
+    assert!(rival.try_acquire("k", &fair).await.unwrap().is_some());
+}

@@ -32,11 +32,13 @@ local function next_token(fence)
 end
 
 -- Make `owner` the holder of the free `lock` for `lease` ms (a decimal string, as the script got it)
--- under fencing token `token`; `mark` (optional) is set on the lock: '#w' (exclusive mode: managers
--- may be waiting for it) or '#f' (a fair lock: exclusive requests are refused while it is held).
-local function take(lock, owner, lease, token, mark)
+-- under fencing token `token`; `mark` (optional) is set on the lock to `value` ('1' when absent):
+-- '#w' (exclusive mode: managers may be waiting for it) or '#f' (a fair lock, whose value names
+-- the wait it was granted to: exclusive requests are refused while it is held, and a grant is
+-- bound to its wait).
+local function take(lock, owner, lease, token, mark, value)
   if mark then
-    redis.call('HSET', lock, owner, '1', '#t', int(token), mark, '1')
+    redis.call('HSET', lock, owner, '1', '#t', int(token), mark, value or '1')
   else
     redis.call('HSET', lock, owner, '1', '#t', int(token))
   end
@@ -149,7 +151,7 @@ local MAX_SKIPPED = 100
 -- (`claim_ms`, a decimal string) that its manager extends, and tell its manager. A waiter whose
 -- heartbeat ran out, or whose manager no longer listens, is dropped. `caller` (optional) is the
 -- waiter running this script: it learns of a grant from the script's answer, not from a message.
--- Returns true when the lock was granted.
+-- Returns the waiter the lock was granted to, false when nobody got it.
 local function grant_next(lock, q, fence, prefix, claim_ms, caller)
   for _ = 0, MAX_SKIPPED do
     local head = redis.call('LPOP', q)
@@ -158,13 +160,13 @@ local function grant_next(lock, q, fence, prefix, claim_ms, caller)
     end
     -- deleting the heartbeat key tells whether the waiter was alive, and clears it
     if redis.call('DEL', heartbeat_key(lock, head)) == 1 then
-      local token = take(lock, owner_of(head), claim_ms, next_token(fence), '#f')
+      local token = take(lock, owner_of(head), claim_ms, next_token(fence), '#f', head)
       if head == caller then
-        return true
+        return head
       end
       local grant = 'g|' .. lock .. '|' .. head .. '|' .. int(token)
       if redis.call('PUBLISH', prefix .. manager_of(head), grant) > 0 then
-        return true
+        return head
       end
       redis.call('DEL', lock)
     end

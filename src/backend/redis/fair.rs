@@ -49,23 +49,18 @@ impl RedisBackend {
         Ok(super::released(left))
     }
 
-    pub(crate) async fn leave_queue(
-        &self,
-        id: &LockId,
-        waiter: &str,
-        grant: Option<u64>,
-    ) -> Result<(), BoxError> {
+    /// `waiter` left the queue of `id`; a grant made to it (the lock's `#f` names it) was never
+    /// used, and is dropped.
+    pub(crate) async fn leave_queue(&self, id: &LockId, waiter: &str) -> Result<(), BoxError> {
         let mut call = ScriptCall::new(&scripts::FAIR_ABANDON, 4);
         call.key(&**id)
             .key(keys::queue(id))
             .key(keys::heartbeat(id, waiter))
             .key(keys::fence(id))
             .arg(crate::backend::owner_of(waiter))
-            .arg(flag(grant.is_some()))
+            .arg(waiter)
             .arg(&self.inbox_prefix)
-            .arg(server_ms(self.eviction))
-            .arg(grant.unwrap_or(0))
-            .arg(waiter);
+            .arg(server_ms(self.eviction));
         self.invoke::<i64>(slot_hint(id), &call).await.map(drop)
     }
 

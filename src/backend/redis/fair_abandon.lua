@@ -1,15 +1,23 @@
--- A fair waiter stopped waiting: leave the queue; if the lock was granted to it meanwhile under the
--- given token and is still held by that grant alone, pass the lock on to the next waiter.
+-- A fair waiter stopped waiting: leave the queue; if the lock was granted to this very wait
+-- meanwhile (its '#f' names the wait), the grant was never used: drop it (another request of the
+-- same owner may have re-entered it: only the grant's own hold goes), and when that frees the
+-- lock, pass it on to the next waiter.
 -- KEYS: lock hash, queue, this waiter's heartbeat key, fencing counter
--- ARGV: owner, release a grant ('1'/'0'), inbox channel prefix, claim lease ms,
---       token of the grant to release, the waiter ('<owner>|<n>')
+-- ARGV: owner, the waiter ('<owner>|<n>'), inbox channel prefix, claim lease ms
+-- Returns 1 when an unused grant was dropped, else 0.
 local lock, q, heartbeat, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-redis.call('LREM', q, '1', ARGV[6])
+local owner, waiter = ARGV[1], ARGV[2]
+redis.call('LREM', q, '1', waiter)
 redis.call('DEL', heartbeat)
-if ARGV[2] == '1' and redis.call('HGET', lock, '#t') == ARGV[5]
-    and redis.call('HGET', lock, ARGV[1]) == '1' then
+if redis.call('HGET', lock, '#f') ~= waiter then
+  return 0
+end
+-- the grant is dropped once: its wait no longer names it
+redis.call('HSET', lock, '#f', '1')
+if redis.call('HGET', lock, owner) == '1' then
   redis.call('DEL', lock)
   grant_next(lock, q, fence, ARGV[3], ARGV[4])
-  return 1
+else
+  redis.call('HINCRBY', lock, owner, '-1')
 end
-return 0
+return 1

@@ -15,11 +15,12 @@ if token and not fair then
 end
 if holds then
   if queued then
-    -- A grant whose message we have not received: it is ours, not a re-entry. It gets a new
-    -- token, so that the message, should it still come, is taken for a stale grant and not
-    -- passed on from under us.
+    -- A grant whose message we have not received (or one made to an earlier wait of this owner
+    -- that left without using it): it is ours, not a re-entry. It gets a new token and no longer
+    -- names a wait, so that neither the message, should it still come, nor the earlier wait's
+    -- withdrawal finds an unused grant to pass on from under us.
     token = next_token(fence)
-    redis.call('HSET', lock, '#t', int(token))
+    redis.call('HSET', lock, '#t', int(token), '#f', '1')
     redis.call('PEXPIRE', lock, lease)
     return token
   end
@@ -31,14 +32,12 @@ if not token then
   local ours = not head or head == waiter
   if not ours then
     -- free, but others queued first (the holder died, or a grant went astray): the head gets it
-    if grant_next(lock, q, fence, prefix, eviction, waiter) then
-      holds, token = lock_state(lock, owner)
-      if holds then
-        -- the waiters ahead of us were dead: the lock came to us
-        redis.call('PEXPIRE', lock, lease)
-        return tonumber(token)
-      end
-    else
+    local granted = grant_next(lock, q, fence, prefix, eviction, waiter)
+    if granted == waiter then
+      -- the waiters ahead of us were dead: the lock came to us
+      redis.call('PEXPIRE', lock, lease)
+      return tonumber(redis.call('HGET', lock, '#t'))
+    elseif not granted then
       -- every waiter skipped was dead; live ones may remain ahead of us
       head = redis.call('LINDEX', q, '0')
       ours = not head or head == waiter
@@ -49,7 +48,7 @@ if not token then
       redis.call('LPOP', q)
     end
     redis.call('DEL', heartbeat)
-    return take(lock, owner, lease, next_token(fence), '#f')
+    return take(lock, owner, lease, next_token(fence), '#f', waiter)
   end
 end
 

@@ -25,11 +25,7 @@ pub(crate) enum Unclaimed {
     /// "Lock K is free", but nobody here waits for K any more.
     Wake(LockId),
     /// A fair grant to a waiter (`<owner>|<n>`) that stopped waiting.
-    Grant {
-        lock: LockId,
-        waiter: String,
-        token: u64,
-    },
+    Grant { lock: LockId, waiter: String },
 }
 
 /// Parse a grant message: `g|<lock>|<owner>|<n>|<token>` into the lock, the waiter
@@ -69,7 +65,6 @@ impl Postman {
                 unclaimed(Unclaimed::Grant {
                     lock: Arc::from(lock),
                     waiter: waiter.to_owned(),
-                    token,
                 });
             }
         } else if !self.waiters.wake_one(text) {
