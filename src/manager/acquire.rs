@@ -213,10 +213,14 @@ impl Shared {
                     return Ok(Some(self.guard(win).0));
                 }
                 Attempt::OtherMode => {
+                    // a wake-up that led here is passed on: the next waiter learns the same
+                    if let Some(ticket) = ticket.as_ref().filter(|_| busy_attempts > 0) {
+                        ticket.waiter.keep_wake();
+                    }
                     return Err(LockError::Unsupported {
                         key: key.to_owned(),
                         what: mixed_modes(mode),
-                    })
+                    });
                 }
                 Attempt::Busy { ttl } => {
                     let Some(ticket) = ticket.as_mut() else {
@@ -326,7 +330,9 @@ async fn within(
 /// Why a request of `mode` was refused on a lock held or waited for in the other mode.
 fn mixed_modes(mode: Mode) -> &'static str {
     match mode {
-        Mode::Fair => "a fair request on a lock held in exclusive mode: one lock takes one mode",
+        Mode::Fair => {
+            "a fair request on a lock held or waited for in exclusive mode: one lock takes one mode"
+        }
         _ => "an exclusive request on a lock held or queued for in fair mode: one lock takes one mode",
     }
 }

@@ -45,3 +45,34 @@ async fn one_lock_takes_one_mode(fixture: Fixture) {
 }
 
 crate::on_both_backends!(one_lock_takes_one_mode);
+
+/// A lock free while an exclusive request waits for it (its holder's lease ran out, the waiter not
+/// woken yet) refuses a fair request: the fair take would keep the waiting managers from ever
+/// hearing a release (a fair release tells only fair waiters).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_request_does_not_take_a_lock_exclusive_requests_wait_for() {
+    let server = support::RedisServer::start();
+    let manager = || async { LockManager::redis(&server.url()).await.unwrap() };
+    let (holder, waiting, fair) = (manager().await, manager().await, manager().await);
+    let held = holder
+        .acquire("k", &LockOptions::exclusive())
+        .await
+        .unwrap();
+    let waiter = tokio::spawn({
+        let waiting = waiting.clone();
+        async move {
+            waiting
+                .acquire("k", &LockOptions::exclusive())
+                .await
+                .map(drop)
+        }
+    });
+    assert!(support::wait_until(Duration::from_secs(5), || server
+        .cmd(&["EXISTS", "{tower-lock:k}:w"])
+        .as_int()
+        == Some(1)));
+    server.cmd(&["DEL", "{tower-lock:k}"]);
+    refused(&fair, "k", &LockOptions::fair()).await;
+    drop(held);
+    waiter.abort();
+}

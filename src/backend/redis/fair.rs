@@ -11,11 +11,12 @@ impl RedisBackend {
         &self,
         req: &AcquireRequest<'_>,
     ) -> Result<Attempt, BoxError> {
-        let mut call = ScriptCall::new(&scripts::FAIR_ACQUIRE, 4);
+        let mut call = ScriptCall::new(&scripts::FAIR_ACQUIRE, 5);
         call.key(&**req.id)
             .key(keys::queue(req.id))
             .key(keys::heartbeat(req.id, req.waiter))
             .key(keys::fence(req.id))
+            .key(keys::waiters(req.id))
             .arg(req.owner)
             .arg(server_ms(req.lease))
             .arg(flag(req.will_wait))

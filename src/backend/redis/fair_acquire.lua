@@ -1,9 +1,11 @@
 -- Take a fair lock, or join its FIFO queue.
--- KEYS: lock hash, queue, this waiter's heartbeat key, fencing counter
+-- KEYS: lock hash, queue, this waiter's heartbeat key, fencing counter, waiting managers
+--       (exclusive mode)
 -- ARGV: owner, lease ms, will wait ('1'/'0'), already queued ('1'/'0'), eviction ms (heartbeat
 --       deadline and claim lease), inbox channel prefix, this request's waiter ('<owner>|<n>')
 -- Returns the fencing token (> 0) when acquired; when busy, -1 - the lock's remaining lease in ms;
--- 0 when the lock is held in exclusive mode (the two modes are not mixed on one lock).
+-- 0 when the lock is held in exclusive mode, or free while exclusive requests wait for it (the two
+-- modes are not mixed on one lock).
 local lock, q, heartbeat, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, lease = ARGV[1], ARGV[2]
 local will_wait, queued = ARGV[3] == '1', ARGV[4] == '1'
@@ -28,6 +30,9 @@ if holds then
 end
 
 if not token then
+  if redis.call('EXISTS', KEYS[5]) == 1 then
+    return 0
+  end
   local head = redis.call('LINDEX', q, '0')
   local ours = not head or head == waiter
   if not ours then
