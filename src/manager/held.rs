@@ -31,10 +31,11 @@ impl Held {
             self.shared.leases.unhold(&self.id, &self.owner, &self.lost);
         }
         if self.mode == Mode::Fair {
-            self.shared.claims.remove(&HeldLock {
+            let lock = HeldLock {
                 id: self.id.clone(),
                 owner: self.owner.clone(),
-            });
+            };
+            self.shared.claims.remove(&lock, &self.lost);
         }
     }
 

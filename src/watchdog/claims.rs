@@ -17,8 +17,9 @@ pub(crate) struct Claims {
 #[derive(Debug, Default)]
 struct ClaimTable {
     fresh: HashMap<HeldLock, Claim>,
-    /// While a round extends the claims it took: those released since, not to be tried again.
-    released: Option<std::collections::HashSet<HeldLock>>,
+    /// While a round extends the claims it took: the guards released since (by their lost
+    /// signals), whose claims are not to be tried again.
+    released: Option<Vec<Arc<LostSignal>>>,
 }
 
 /// A grant to extend: to which lease, and the lost signal of its guard, whose deadline moves with
@@ -45,19 +46,27 @@ impl Claims {
     fn retry(&self, claims: Vec<(HeldLock, Claim)>) {
         let mut table = self.table();
         for (lock, claim) in claims {
-            let released = table.released.as_ref().is_some_and(|r| r.contains(&lock));
+            let released = (table.released.as_ref())
+                .is_some_and(|r| r.iter().any(|l| Arc::ptr_eq(l, &claim.lost)));
             if !released && !claim.lost.is_lost() {
                 table.fresh.entry(lock).or_insert(claim);
             }
         }
     }
 
-    /// `lock` was released: nothing to extend.
-    pub(crate) fn remove(&self, lock: &HeldLock) {
+    /// The guard whose lost signal is `lost` released `lock`: nothing of it to extend. A claim of
+    /// a later grant to the same owner (the guard's lease was lost meanwhile) stays.
+    pub(crate) fn remove(&self, lock: &HeldLock, lost: &Arc<LostSignal>) {
         let mut table = self.table();
-        table.fresh.remove(lock);
+        if table
+            .fresh
+            .get(lock)
+            .is_some_and(|claim| Arc::ptr_eq(&claim.lost, lost))
+        {
+            table.fresh.remove(lock);
+        }
         if let Some(released) = table.released.as_mut() {
-            released.insert(lock.clone());
+            released.push(lost.clone());
         }
     }
 
@@ -101,4 +110,28 @@ pub(super) async fn extend_claims(backend: &Backend, claims: &Claims) {
         }
     }
     claims.round_done();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_earlier_guards_release_leaves_a_later_grants_claim() {
+        let claims = Claims::default();
+        let lock = HeldLock {
+            id: Arc::from("k"),
+            owner: Arc::from("m:1"),
+        };
+        let earlier = Arc::new(LostSignal::new(None));
+        let later = Arc::new(LostSignal::new(None));
+        claims.add(lock.clone(), Duration::from_secs(30), later.clone());
+        // the earlier guard of the same owner is released: the later grant's claim stays
+        claims.remove(&lock, &earlier);
+        assert_eq!(claims.take_all().len(), 1);
+        claims.round_done();
+        claims.add(lock.clone(), Duration::from_secs(30), later.clone());
+        claims.remove(&lock, &later);
+        assert!(claims.take_all().is_empty());
+    }
 }
