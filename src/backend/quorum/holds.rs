@@ -61,6 +61,9 @@ struct Hold {
     /// The fencing token of the hold: the largest token of the masters that granted it.
     token: u64,
     parts: Vec<Part>,
+    /// Per master, the holds of this hold it granted (its answers "won", less the releases sent
+    /// to it): what a re-entering master still counts of the hold once it is lost.
+    granted: Vec<u32>,
     /// The attempt that took the hold afresh (it finds the hold where a call failed).
     attempt: u64,
 }
@@ -94,12 +97,13 @@ impl Holds {
         parts: Vec<Part>,
         attempt: QuorumAttempt,
     ) -> (u64, Vec<Stale>) {
-        let fresh = won.iter().map(|(_, token, _)| *token).max().unwrap_or(0);
+        let fresh = new_token(won);
         let mut table = self.table();
         let hold = table.entry(lock).or_insert_with(|| Hold {
             count: 0,
             token: fresh,
             parts: vec![Part::Pending; attempt.n],
+            granted: vec![0; attempt.n],
             attempt: attempt.id,
         });
         let mut stale = Vec::new();
@@ -110,19 +114,25 @@ impl Holds {
                     .filter(|(i, token, reentered)| {
                         *reentered && hold.parts.get(*i) == Some(&Part::Granted(*token))
                     })
-                    .map(|(i, token, _)| (*i, *token, hold.count))
+                    .map(|(i, token, _)| (*i, *token, hold.granted[*i]))
+                    .filter(|(_, _, holds)| *holds > 0)
                     .collect();
             }
             *hold = Hold {
                 count: 0,
                 token: fresh,
                 parts,
+                granted: vec![0; attempt.n],
                 attempt: attempt.id,
             };
         }
-        for (i, token, _) in won {
+        for (i, token, reentered) in won {
             if let Some(part) = hold.parts.get_mut(*i) {
                 *part = Part::Granted(*token);
+            }
+            if let Some(granted) = hold.granted.get_mut(*i) {
+                // a master that took the lock afresh lost what it had of the hold before
+                *granted = if *reentered { *granted + 1 } else { 1 };
             }
         }
         hold.count += 1;
@@ -150,6 +160,9 @@ impl Holds {
                 *slot = part;
             }
         }
+        if let (Part::Granted(_), Some(granted)) = (part, hold.granted.get_mut(node)) {
+            *granted += 1;
+        }
         true
     }
 
@@ -169,6 +182,9 @@ impl Holds {
             })
             .collect();
         let absent = hold.parts.iter().map(|p| *p == Part::Absent).collect();
+        for granted in &mut hold.granted {
+            *granted = granted.saturating_sub(1);
+        }
         hold.count = hold.count.saturating_sub(1);
         let last = hold.count == 0;
         if last {
@@ -176,6 +192,18 @@ impl Holds {
         }
         Some(Release { last, on, absent })
     }
+}
+
+/// The token of a hold won by `won`: the largest token a master issued afresh for it, never one
+/// a master re-entered (that is an earlier hold's, maybe a lost one's, whose guards must not
+/// match the new hold); the largest re-entered one only when no master took it afresh.
+fn new_token(won: &[Won]) -> u64 {
+    let fresh = won.iter().filter(|(_, _, reentered)| !reentered);
+    fresh
+        .map(|(_, token, _)| *token)
+        .max()
+        .or_else(|| won.iter().map(|(_, token, _)| *token).max())
+        .unwrap_or(0)
 }
 
 /// The masters in `won` that re-entered `hold` under the token they issued for it (if known).
@@ -290,5 +318,25 @@ mod tests {
         let (token, stale) = holds.record(lock(), &won, parts, attempt(3));
         assert_eq!(token, 45);
         assert_eq!(stale, [(2, 20, 2)], "the lost hold's two holds on master 2");
+    }
+
+    #[test]
+    fn a_stale_drop_counts_only_what_that_master_granted() {
+        let holds = Holds::default();
+        let first = [(0, 10, false), (1, 30, false), (2, 20, false)];
+        let parts = vec![Part::Granted(10), Part::Granted(30), Part::Granted(20)];
+        assert_eq!(
+            holds.record(lock(), &first, parts.clone(), attempt(1)).0,
+            30
+        );
+        // a re-entry reaches masters 0 and 1; master 2's call fails before it runs
+        let reentry = [(0, 10, true), (1, 30, true)];
+        assert_eq!(holds.record(lock(), &reentry, parts, attempt(2)).0, 30);
+        // masters 0 and 1 lose the hold; master 0 takes it afresh, master 2 re-enters it
+        let won = [(0, 50, false), (2, 20, true)];
+        let parts = vec![Part::Granted(50), Part::Failed, Part::Granted(20)];
+        let (token, stale) = holds.record(lock(), &won, parts, attempt(3));
+        assert_eq!(token, 50, "a fresh token, never the lost hold's");
+        assert_eq!(stale, [(2, 20, 1)], "master 2 granted the lost hold once");
     }
 }
