@@ -43,7 +43,9 @@ pub enum LockError {
         /// The lock name, as given.
         key: String,
     },
-    /// The requested combination of options is not supported by this manager.
+    /// The requested options are not supported: by this manager (fair locks on a quorum), or on
+    /// this lock right now (it is held or waited for in the other mode: one lock takes one mode
+    /// at a time, since neither mode would see the other's waiters).
     #[error("unsupported for lock {key:?}: {what}")]
     Unsupported {
         /// The lock name, as given.
