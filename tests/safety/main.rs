@@ -10,6 +10,7 @@ mod failed_wake;
 mod late_grant;
 mod lease_table;
 mod mixed_modes;
+mod outage;
 mod quorum_holds;
 mod reentry_leases;
 mod restart;

@@ -1,5 +1,5 @@
-//! The Redis backend: a bb8 command pool, the Lua scripts, and key naming. The inbox (the one
-//! pub/sub connection) lives beside it and is driven by the manager.
+//! The Redis backend: a command pool (or a user's bb8 pool), the Lua scripts, and key naming.
+//! The inbox (the one pub/sub connection) lives beside it and is driven by the manager.
 
 mod call;
 mod fair;

@@ -1,9 +1,11 @@
-//! The command pool: bb8 over multiplexed connections. Each slot (one by default) keeps one
-//! connection checked out of bb8, with an outbox that batches its commands when it is busy; a
-//! command picks its slot by lock, so any number of commands share the connections in flight
-//! (pipelined), commands on one lock stay on one connection, and the hot path takes no bb8
-//! checkout (no PING, no timer). A connection that failed is marked broken: its slot gives it back
-//! to bb8, which discards it, and checks out a fresh one.
+//! The command pool: a few multiplexed connections. Each slot (one by default) keeps one
+//! connection, with an outbox that batches its commands when it is busy; a command picks its slot
+//! by lock, so any number of commands share the connections in flight (pipelined), commands on one
+//! lock stay on one connection, and the hot path takes no checkout (no PING, no timer). A
+//! connection that failed is marked broken: the next command on its slot opens a fresh one, and a
+//! failure to open it is that command's error at once (a pool that connects in the background,
+//! as bb8 does, keeps the error from its caller, who waits out the whole timeout). A pool of the
+//! user's (bb8) is used as it is.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,18 +38,14 @@ impl Connector {
     }
 }
 
-/// A pooled connection, its outbox and its broken flag, shared with the calls in flight.
-#[derive(Clone)]
+/// A pooled connection (through its outbox) and its broken flag, shared with the calls in flight.
 pub(crate) struct Tracked {
-    conn: MultiplexedConnection,
     outbox: Arc<Outbox>,
     broken: Arc<AtomicBool>,
 }
 
-impl bb8::ManageConnection for Connector {
-    type Connection = Tracked;
-    type Error = RedisError;
-
+impl Connector {
+    /// Open a connection and load every script on it.
     async fn connect(&self) -> Result<Tracked, RedisError> {
         let mut conn = self
             .client
@@ -62,18 +60,9 @@ impl bb8::ManageConnection for Connector {
         }
         load.query_async::<()>(&mut conn).await?;
         Ok(Tracked {
-            outbox: Arc::new(Outbox::new(conn.clone())),
-            conn,
+            outbox: Arc::new(Outbox::new(conn)),
             broken: Arc::new(AtomicBool::new(false)),
         })
-    }
-
-    async fn is_valid(&self, conn: &mut Tracked) -> Result<(), RedisError> {
-        redis::cmd("PING").query_async::<()>(&mut conn.conn).await
-    }
-
-    fn has_broken(&self, conn: &mut Tracked) -> bool {
-        conn.broken.load(Ordering::Relaxed)
     }
 }
 
@@ -129,19 +118,20 @@ impl Channel {
 /// Where connections come from: our own bb8 pool, or one the user built.
 #[derive(Debug)]
 enum Source {
-    Own(bb8::Pool<Connector>),
+    Own(Box<Connector>),
     User(RedisPool),
 }
 
-type Slot = Mutex<Option<bb8::PooledConnection<'static, Connector>>>;
+/// One slot: the connection its commands go on, once opened.
+type Slot = Mutex<Option<Tracked>>;
 
-/// The connections commands are sent on.
+/// Where commands go: the crate's own connections, or a user's bb8 pool.
 #[derive(Debug)]
 pub(crate) struct CommandPool {
     source: Source,
-    /// Connections kept checked out of our own pool (empty for a user's pool, which is used as its
-    /// owner configured it).
     slots: Box<[Slot]>,
+    /// Bounds opening a connection (scripts loaded included).
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for Tracked {
@@ -152,17 +142,10 @@ impl std::fmt::Debug for Tracked {
 
 impl CommandPool {
     pub(crate) fn own(connector: Connector, size: u32, timeout: Duration) -> Self {
-        let size = size.max(1);
-        let pool = bb8::Pool::builder()
-            // room for every slot plus replacements being opened
-            .max_size(size * 2)
-            .test_on_check_out(false)
-            .connection_timeout(timeout)
-            .retry_connection(false)
-            .build_unchecked(connector);
         CommandPool {
-            source: Source::Own(pool),
-            slots: (0..size).map(|_| Mutex::new(None)).collect(),
+            source: Source::Own(Box::new(connector)),
+            slots: (0..size.max(1)).map(|_| Mutex::new(None)).collect(),
+            timeout,
         }
     }
 
@@ -170,49 +153,52 @@ impl CommandPool {
         CommandPool {
             source: Source::User(pool),
             slots: Box::new([]),
+            timeout: Duration::ZERO,
         }
     }
 
     /// Where to send the commands of the lock that hashes to `hint`, and the flag to mark its
     /// connection broken.
     pub(crate) async fn conn(&self, hint: u64) -> Result<(Channel, BrokenFlag), BoxError> {
-        let pool = match &self.source {
-            Source::Own(pool) => pool,
+        let connector = match &self.source {
+            Source::Own(connector) => connector,
             Source::User(pool) => {
                 let pooled = pool.get().await.map_err(run_error)?;
                 return Ok((Channel::Direct(pooled.clone()), BrokenFlag(None)));
             }
         };
         let slot = &self.slots[(hint % self.slots.len() as u64) as usize];
-        if let Some(found) = checked_out(slot) {
+        if let Some(found) = in_use(slot) {
             return Ok(found);
         }
-        let pooled = pool.get_owned().await.map_err(run_error)?;
+        let fresh = tokio::time::timeout(self.timeout, connector.connect())
+            .await
+            .map_err(|_| -> BoxError {
+                format!("no Redis connection within {:?}", self.timeout).into()
+            })??;
         let found = (
-            Channel::Batched(pooled.outbox.clone()),
-            BrokenFlag(Some(pooled.broken.clone())),
+            Channel::Batched(fresh.outbox.clone()),
+            BrokenFlag(Some(fresh.broken.clone())),
         );
-        // Replacing a broken connection returns it to bb8, which discards it (`has_broken`).
-        *lock(slot) = Some(pooled);
+        // A broken connection replaced here closes once the commands still on it are answered.
+        *lock(slot) = Some(fresh);
         Ok(found)
     }
 }
 
-fn lock(
-    slot: &Slot,
-) -> std::sync::MutexGuard<'_, Option<bb8::PooledConnection<'static, Connector>>> {
+fn lock(slot: &Slot) -> std::sync::MutexGuard<'_, Option<Tracked>> {
     slot.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn checked_out(slot: &Slot) -> Option<(Channel, BrokenFlag)> {
+fn in_use(slot: &Slot) -> Option<(Channel, BrokenFlag)> {
     let guard = lock(slot);
-    let pooled = guard.as_ref()?;
-    if pooled.broken.load(Ordering::Relaxed) {
+    let conn = guard.as_ref()?;
+    if conn.broken.load(Ordering::Relaxed) {
         return None;
     }
     Some((
-        Channel::Batched(pooled.outbox.clone()),
-        BrokenFlag(Some(pooled.broken.clone())),
+        Channel::Batched(conn.outbox.clone()),
+        BrokenFlag(Some(conn.broken.clone())),
     ))
 }
 
