@@ -61,6 +61,10 @@ async fn a_short_lease_does_not_cut_the_waiting_record() {
     held.release().await.unwrap();
     let (first, _) = takes.recv().await.unwrap();
     assert_eq!(first, "short", "the longest-waiting manager was told first");
+    // the long manager waits on the 40 s holder with a 30 s lease: its record must outlive both
+    let pttl = server.cmd(&["PTTL", record]).as_int().unwrap();
+    assert!(pttl > 40_000, "the waiting record was cut to {pttl} ms");
+    // the taker holds past its own lease + 10 s, as long as the record would have lived
     tokio::time::sleep(Duration::from_secs(12)).await;
     let released = Instant::now();
     let_go.add_permits(1);
