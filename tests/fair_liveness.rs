@@ -78,9 +78,9 @@ async fn a_grant_message_arriving_after_its_waiter_took_the_lock_does_not_releas
         .clone();
     let owner = entry.split('|').next().unwrap().to_owned();
 
-    // The holder's release grants the lock to the waiter, but the message is held up: the grant is
-    // made by hand (the fair mark included), and the waiter's next heartbeat (every 200 ms) finds it
-    // out of the queue.
+    // The holder's release grants the lock to the waiter, but the message is held up: the grant
+    // is made by hand (the fair mark naming the wait, as a grant sent by message does), and the
+    // waiter's next heartbeat (every 200 ms) finds it out of the queue.
     let stale = "1";
     server.cmd(&["DEL", "{tower-lock:late}"]);
     server.cmd(&["LREM", queue, "1", &entry]);
@@ -93,7 +93,7 @@ async fn a_grant_message_arriving_after_its_waiter_took_the_lock_does_not_releas
         "#t",
         stale,
         "#f",
-        "1",
+        &entry,
     ]);
     server.cmd(&["PEXPIRE", "{tower-lock:late}", "5000"]);
     let guard = waiter.await.unwrap();

@@ -193,3 +193,48 @@ async fn an_unused_grant_reentered_by_the_owner_is_dropped_when_passed_on() {
     guard.release().await.unwrap();
     assert!(rival.try_acquire("k", &fair).await.unwrap().is_some());
 }
+
+/// A queued request that finds its owner holding the lock through another request (a grant that
+/// request used, no wait named) re-enters it — one more hold — and leaves the queue; it does not
+/// take that hold over as its own (before, it did: two guards on one hold, and the first release
+/// freed the lock under the second).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_request_re_enters_its_owners_used_grant() {
+    let server = RedisServer::start();
+    let (waiting, rival) = (manager(&server).await, manager(&server).await);
+    let fair = LockOptions::fair();
+    let owner = waiting.owner();
+    let probe = owner.acquire("k", &fair).await.unwrap();
+    let lock = "{tower-lock:k}";
+    let fields = server.cmd(&["HKEYS", lock]).as_strings().unwrap();
+    let owner_id = fields.into_iter().find(|f| !f.starts_with('#')).unwrap();
+    probe.release().await.unwrap();
+
+    // another manager holds the lock for 300 ms; the owner's request queues behind it
+    let short = fair.lease(Duration::from_millis(300));
+    let held = rival.acquire("k", &short).await.unwrap();
+    let queued = tokio::spawn({
+        let owner = owner.clone();
+        async move { owner.acquire("k", &fair).await.unwrap() }
+    });
+    let queue = "{tower-lock:k}:ql";
+    assert!(wait_until(Duration::from_secs(5), || server
+        .cmd(&["LLEN", queue])
+        .as_int()
+        == Some(1)));
+    // meanwhile the owner came to hold the lock through another request's grant, used
+    std::mem::forget(held);
+    server.cmd(&["DEL", lock]);
+    server.cmd(&["HSET", lock, &owner_id, "1", "#t", "1", "#f", "1"]);
+    server.cmd(&["PEXPIRE", lock, "30000"]);
+    // the queued request retries when the rival's lease would have run out
+    let guard = tokio::time::timeout(Duration::from_secs(5), queued)
+        .await
+        .expect("the queued request re-entered")
+        .unwrap();
+    assert_eq!(server.cmd(&["HGET", lock, &owner_id]).as_int(), Some(2));
+    assert_eq!(guard.fencing_token(), 1, "the hold's own token");
+    assert_eq!(server.cmd(&["LLEN", queue]).as_int(), Some(0));
+    guard.release().await.unwrap();
+    assert_eq!(server.cmd(&["HGET", lock, &owner_id]).as_int(), Some(1));
+}

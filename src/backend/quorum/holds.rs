@@ -108,7 +108,10 @@ impl Holds {
         });
         let mut stale = Vec::new();
         if hold.count == 0 || continuing(hold, won) < attempt.quorum {
-            if hold.count > 0 {
+            // The lost hold's leftovers are dropped only when it is surely gone from a majority
+            // (masters that answered without it): a master whose call failed may still keep it
+            // for a guard that does not know (a fixed lease), and then they just expire.
+            if hold.count > 0 && gone(hold, won, &parts) > attempt.n - attempt.quorum {
                 stale = won
                     .iter()
                     .filter(|(i, token, reentered)| {
@@ -192,6 +195,18 @@ impl Holds {
         }
         Some(Release { last, on, absent })
     }
+}
+
+/// How many masters answered that they do not have `hold`: they took the lock afresh, re-entered
+/// a hold of another token than they issued for it, or answered that someone else holds it.
+fn gone(hold: &Hold, won: &[Won], parts: &[Part]) -> usize {
+    let replaced = won
+        .iter()
+        .filter(|(i, token, reentered)| {
+            !reentered || matches!(hold.parts.get(*i), Some(Part::Granted(known)) if known != token)
+        })
+        .count();
+    replaced + parts.iter().filter(|p| **p == Part::Absent).count()
 }
 
 /// The token of a hold won by `won`: the largest token a master issued afresh for it, never one
@@ -322,21 +337,29 @@ mod tests {
 
     #[test]
     fn a_stale_drop_counts_only_what_that_master_granted() {
-        let holds = Holds::default();
-        let first = [(0, 10, false), (1, 30, false), (2, 20, false)];
-        let parts = vec![Part::Granted(10), Part::Granted(30), Part::Granted(20)];
-        assert_eq!(
-            holds.record(lock(), &first, parts.clone(), attempt(1)).0,
-            30
-        );
-        // a re-entry reaches masters 0 and 1; master 2's call fails before it runs
-        let reentry = [(0, 10, true), (1, 30, true)];
-        assert_eq!(holds.record(lock(), &reentry, parts, attempt(2)).0, 30);
-        // masters 0 and 1 lose the hold; master 0 takes it afresh, master 2 re-enters it
-        let won = [(0, 50, false), (2, 20, true)];
-        let parts = vec![Part::Granted(50), Part::Failed, Part::Granted(20)];
-        let (token, stale) = holds.record(lock(), &won, parts, attempt(3));
+        let lost_on_0_and_1 = |master_1: Part| {
+            let holds = Holds::default();
+            let first = [(0, 10, false), (1, 30, false), (2, 20, false)];
+            let parts = vec![Part::Granted(10), Part::Granted(30), Part::Granted(20)];
+            assert_eq!(
+                holds.record(lock(), &first, parts.clone(), attempt(1)).0,
+                30
+            );
+            // a re-entry reaches masters 0 and 1; master 2's call fails before it runs
+            let reentry = [(0, 10, true), (1, 30, true)];
+            assert_eq!(holds.record(lock(), &reentry, parts, attempt(2)).0, 30);
+            // master 0 takes the lock afresh, master 2 re-enters the old hold
+            let won = [(0, 50, false), (2, 20, true)];
+            let parts = vec![Part::Granted(50), master_1, Part::Granted(20)];
+            holds.record(lock(), &won, parts, attempt(3))
+        };
+        // master 1 holds it for someone else: the old hold is surely gone from a majority
+        let (token, stale) = lost_on_0_and_1(Part::Absent);
         assert_eq!(token, 50, "a fresh token, never the lost hold's");
         assert_eq!(stale, [(2, 20, 1)], "master 2 granted the lost hold once");
+        // master 1 failed: the old hold may live there and on master 2: nothing is dropped
+        let (token, stale) = lost_on_0_and_1(Part::Failed);
+        assert_eq!(token, 50);
+        assert!(stale.is_empty(), "{stale:?}");
     }
 }

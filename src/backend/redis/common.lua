@@ -160,10 +160,12 @@ local function grant_next(lock, q, fence, prefix, claim_ms, caller)
     end
     -- deleting the heartbeat key tells whether the waiter was alive, and clears it
     if redis.call('DEL', heartbeat_key(lock, head)) == 1 then
-      local token = take(lock, owner_of(head), claim_ms, next_token(fence), '#f', head)
       if head == caller then
+        -- the caller learns of it from its script's answer: no wait is named
+        take(lock, owner_of(head), claim_ms, next_token(fence), '#f')
         return head
       end
+      local token = take(lock, owner_of(head), claim_ms, next_token(fence), '#f', head)
       local grant = 'g|' .. lock .. '|' .. head .. '|' .. int(token)
       if redis.call('PUBLISH', prefix .. manager_of(head), grant) > 0 then
         return head

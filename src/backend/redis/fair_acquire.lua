@@ -16,7 +16,7 @@ if token and not fair then
   return 0
 end
 if holds then
-  if queued then
+  if queued and fair ~= '1' and owner_of(fair) == owner then
     -- A grant whose message we have not received (or one made to an earlier wait of this owner
     -- that left without using it): it is ours, not a re-entry. It gets a new token and no longer
     -- names a wait, so that neither the message, should it still come, nor the earlier wait's
@@ -25,6 +25,12 @@ if holds then
     redis.call('HSET', lock, '#t', int(token), '#f', '1')
     redis.call('PEXPIRE', lock, lease)
     return token
+  end
+  if queued then
+    -- the owner holds the lock through another request (a grant it used, or a take): this one
+    -- re-enters it, and waits no more
+    redis.call('LREM', q, '1', waiter)
+    redis.call('DEL', heartbeat)
   end
   return reenter(lock, owner, lease, token)
 end
@@ -53,7 +59,8 @@ if not token then
       redis.call('LPOP', q)
     end
     redis.call('DEL', heartbeat)
-    return take(lock, owner, lease, next_token(fence), '#f', waiter)
+    -- taken by the request itself, which learns of it from the answer: no wait is named
+    return take(lock, owner, lease, next_token(fence), '#f')
   end
 end
 

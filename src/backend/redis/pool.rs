@@ -125,11 +125,16 @@ enum Source {
 /// One slot: the connection its commands go on, once opened.
 type Slot = Mutex<Option<Tracked>>;
 
+/// Opening a slot's connection: one caller at a time opens it, the others wait for that one
+/// (many requests on a broken slot open one connection, not one each).
+type Opening = tokio::sync::Mutex<()>;
+
 /// Where commands go: the crate's own connections, or a user's bb8 pool.
 #[derive(Debug)]
 pub(crate) struct CommandPool {
     source: Source,
     slots: Box<[Slot]>,
+    opening: Box<[Opening]>,
     /// Bounds opening a connection (scripts loaded included).
     timeout: Duration,
 }
@@ -142,9 +147,11 @@ impl std::fmt::Debug for Tracked {
 
 impl CommandPool {
     pub(crate) fn own(connector: Connector, size: u32, timeout: Duration) -> Self {
+        let size = size.max(1);
         CommandPool {
             source: Source::Own(Box::new(connector)),
-            slots: (0..size.max(1)).map(|_| Mutex::new(None)).collect(),
+            slots: (0..size).map(|_| Mutex::new(None)).collect(),
+            opening: (0..size).map(|_| Opening::new(())).collect(),
             timeout,
         }
     }
@@ -153,6 +160,7 @@ impl CommandPool {
         CommandPool {
             source: Source::User(pool),
             slots: Box::new([]),
+            opening: Box::new([]),
             timeout: Duration::ZERO,
         }
     }
@@ -167,7 +175,13 @@ impl CommandPool {
                 return Ok((Channel::Direct(pooled.clone()), BrokenFlag(None)));
             }
         };
-        let slot = &self.slots[(hint % self.slots.len() as u64) as usize];
+        let index = (hint % self.slots.len() as u64) as usize;
+        let slot = &self.slots[index];
+        if let Some(found) = in_use(slot) {
+            return Ok(found);
+        }
+        let _opening = self.opening[index].lock().await;
+        // opened meanwhile by the caller we waited for
         if let Some(found) = in_use(slot) {
             return Ok(found);
         }
