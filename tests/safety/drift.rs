@@ -26,11 +26,15 @@ async fn lost_fires_a_drift_allowance_before_the_server_frees_the_lock() {
     let pttl = server.cmd(&["PTTL", "{tower-lock:k}"]).as_int().unwrap();
     // the server computed PTTL after `asked`: it frees the lock no sooner than this
     let server_frees = asked + Duration::from_millis(u64::try_from(pttl).unwrap());
-    guard.lost().await;
-    let lost_at = Instant::now();
+    // half the allowance before the server frees the lock, the guard must know it may be lost
+    // (is_lost() reads the deadline: a late wake-up here cannot make it wrong)
+    tokio::time::sleep_until(server_frees - allowance / 2).await;
     assert!(
-        lost_at + allowance / 2 <= server_frees,
-        "lost() fired only {:?} before the server frees the lock (allowance {allowance:?})",
-        server_frees.saturating_duration_since(lost_at)
+        guard.is_lost(),
+        "{:?} before the server frees the lock, the guard is not lost (allowance {allowance:?})",
+        server_frees.saturating_duration_since(Instant::now())
     );
+    tokio::time::timeout(allowance, guard.lost())
+        .await
+        .expect("lost() resolves once the deadline passed");
 }

@@ -210,8 +210,8 @@ async fn a_queued_request_re_enters_its_owners_used_grant() {
     let owner_id = fields.into_iter().find(|f| !f.starts_with('#')).unwrap();
     probe.release().await.unwrap();
 
-    // another manager holds the lock for 300 ms; the owner's request queues behind it
-    let short = fair.lease(Duration::from_millis(300));
+    // another manager holds the lock for 2 s; the owner's request queues behind it
+    let short = fair.lease(Duration::from_secs(2));
     let held = rival.acquire("k", &short).await.unwrap();
     let queued = tokio::spawn({
         let owner = owner.clone();

@@ -49,10 +49,15 @@ async fn a_short_lease_does_not_cut_the_waiting_record() {
             g.release().await.unwrap();
         })
     };
+    let record = "{tower-lock:k}:w";
     let short_requests = [wait_on(&short, "short"), wait_on(&short, "short")];
     assert!(wait_until(Duration::from_secs(5), || short.waiting() == 2));
+    // the short-lease manager is on record first, the long one after it
+    assert!(wait_until(Duration::from_secs(5), || server
+        .cmd(&["ZCARD", record])
+        .as_int()
+        == Some(1)));
     let long_request = wait_on(&long, "long");
-    let record = "{tower-lock:k}:w";
     assert!(wait_until(Duration::from_secs(5), || server
         .cmd(&["ZCARD", record])
         .as_int()
