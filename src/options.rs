@@ -3,6 +3,9 @@
 use std::time::Duration;
 
 /// How a lock orders its waiters.
+///
+/// A lock takes one mode at a time: while it is held or waited for in one, a request of the other
+/// fails with [`crate::LockError::Unsupported`] (neither mode would see the other's waiters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Mode {
@@ -22,7 +25,9 @@ pub enum Lease {
     /// process dies, the lock frees itself one lease period later.
     #[default]
     Watchdog,
-    /// A fixed lease: the lock frees itself this long after it was acquired, whatever the holder does.
+    /// A fixed lease: the lock frees itself this long after it was acquired, whatever the holder
+    /// does. The guard counts it from the start of the acquisition; Redis is asked to keep the
+    /// lock 1% + 2 ms longer, so that a server clock running fast cannot free it first.
     Fixed(Duration),
 }
 
