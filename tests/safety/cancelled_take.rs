@@ -7,6 +7,7 @@ use std::time::Duration;
 use tower_lock::{LockManager, LockOptions};
 
 use super::support::RedisServer;
+use super::watch::nobody_else_takes_it;
 
 /// Redis pauses every client for 500 ms. Meanwhile an owner's waiting request sends its attempt
 /// on the free lock, the same owner's try_acquire sends a re-entry, and the waiting request is
@@ -40,15 +41,7 @@ async fn a_cancelled_take_is_undone_once() {
     waiting.abort();
     let guard = reentry.await.unwrap().unwrap().expect("the re-entry holds");
     // the cancelled request's undo and withdrawal run in the background: watch for a while
-    let until = tokio::time::Instant::now() + Duration::from_millis(500);
-    while tokio::time::Instant::now() < until {
-        let stolen = rival.try_acquire("k", &fair).await.unwrap();
-        assert!(
-            stolen.is_none() || guard.is_lost(),
-            "another manager took the lock while the re-entry's guard was not lost"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(!guard.is_lost());
+    let window = Duration::from_millis(500);
+    nobody_else_takes_it(&rival, "k", &fair, &guard, window).await;
     guard.release().await.unwrap();
 }

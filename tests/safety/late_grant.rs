@@ -6,6 +6,7 @@ use std::time::Duration;
 use tower_lock::{LockManager, LockOptions};
 
 use super::support::{wait_until, RedisServer};
+use super::watch::nobody_else_takes_it;
 
 async fn manager(server: &RedisServer) -> LockManager {
     LockManager::redis(&server.url()).await.unwrap()
@@ -128,16 +129,7 @@ async fn a_grant_to_an_owners_earlier_wait_is_not_taken_by_its_next_request() {
 
     let opts = fair.wait_timeout(Duration::from_secs(5));
     let guard = owner.acquire("k", &opts).await.unwrap();
-    let until = tokio::time::Instant::now() + Duration::from_secs(1);
-    while tokio::time::Instant::now() < until {
-        let stolen = rival.try_acquire("k", &fair).await.unwrap();
-        assert!(
-            stolen.is_none() || guard.is_lost(),
-            "another manager took the lock while the owner's guard was not lost"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(!guard.is_lost());
+    nobody_else_takes_it(&rival, "k", &fair, &guard, Duration::from_secs(1)).await;
     guard.release().await.unwrap();
 }
 

@@ -17,3 +17,4 @@ mod reentry_leases;
 mod restart;
 mod tokens;
 mod waiting_record;
+mod watch;
