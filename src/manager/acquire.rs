@@ -194,12 +194,8 @@ impl Shared {
             let attempt = match attempt {
                 Ok(attempt) => attempt,
                 Err(err) => {
-                    // A wake-up led to this attempt (or a timer did, which costs one more check):
-                    // it is passed on as the request leaves, else the next waiter sleeps on.
-                    if let Some(ticket) = ticket.as_ref().filter(|_| busy_attempts > 0) {
-                        ticket.waiter.keep_wake();
-                    }
-                    return Err(LockError::unavailable(key, err));
+                    let err = LockError::unavailable(key, err);
+                    return Err(leaving(ticket.as_ref(), busy_attempts, err));
                 }
             };
             match attempt {
@@ -213,14 +209,11 @@ impl Shared {
                     return Ok(Some(self.guard(win).0));
                 }
                 Attempt::OtherMode => {
-                    // a wake-up that led here is passed on: the next waiter learns the same
-                    if let Some(ticket) = ticket.as_ref().filter(|_| busy_attempts > 0) {
-                        ticket.waiter.keep_wake();
-                    }
-                    return Err(LockError::Unsupported {
+                    let err = LockError::Unsupported {
                         key: key.to_owned(),
                         what: mixed_modes(mode),
-                    });
+                    };
+                    return Err(leaving(ticket.as_ref(), busy_attempts, err));
                 }
                 Attempt::Busy { ttl } => {
                     let Some(ticket) = ticket.as_mut() else {
@@ -325,6 +318,16 @@ async fn within(
     tokio::time::timeout(limit, call)
         .await
         .unwrap_or_else(|_| Err(format!("Redis did not answer within {limit:?}").into()))
+}
+
+/// A request that had waited (`busy_attempts` found the lock busy) leaves with `err`: a wake-up
+/// that led to its last attempt (or a timer did, which costs one more check) is passed on as it
+/// leaves, else the next waiter sleeps on.
+fn leaving(ticket: Option<&WaitTicket>, busy_attempts: u32, err: LockError) -> LockError {
+    if let Some(ticket) = ticket.filter(|_| busy_attempts > 0) {
+        ticket.waiter.keep_wake();
+    }
+    err
 }
 
 /// Why a request of `mode` was refused on a lock held or waited for in the other mode.
