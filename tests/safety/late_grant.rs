@@ -3,13 +3,32 @@
 
 use std::time::Duration;
 
-use tower_lock::{LockManager, LockOptions};
+use tower_lock::{LockManager, LockOptions, LockOwner};
 
 use super::support::{wait_until, RedisServer};
 use super::watch::nobody_else_takes_it;
 
 async fn manager(server: &RedisServer) -> LockManager {
     LockManager::redis(&server.url()).await.unwrap()
+}
+
+/// `owner` waits for the fair lock `k`, held by someone else, and gives up (its wait times out);
+/// the name of that wait, read from the queue while it was there. Returns once the wait has left
+/// the queue.
+async fn a_wait_that_gave_up(server: &RedisServer, owner: &LockOwner) -> String {
+    let queue = "{tower-lock:k}:ql";
+    let gave_up = tokio::spawn({
+        let owner = owner.clone();
+        let opts = LockOptions::fair().wait_timeout(Duration::from_millis(500));
+        async move { owner.acquire("k", &opts).await.map(drop) }
+    });
+    let queued = |n| move || server.cmd(&["LLEN", queue]).as_int().unwrap_or(0) == n;
+    assert!(wait_until(Duration::from_secs(5), queued(1)));
+    let entries = server.cmd(&["LRANGE", queue, "0", "-1"]).as_strings();
+    let wait = entries.unwrap().remove(0);
+    assert!(gave_up.await.unwrap().is_err(), "the first wait timed out");
+    assert!(wait_until(Duration::from_secs(5), queued(0)));
+    wait
 }
 
 /// An owner waits for a fair lock and gives up (its wait times out); the lock goes to another
@@ -30,23 +49,7 @@ async fn a_late_grant_of_an_earlier_wait_is_not_taken_by_a_later_one() {
     let held = first.acquire("k", &fair).await.unwrap();
 
     let owner = waiting.owner();
-    let gave_up = tokio::spawn({
-        let owner = owner.clone();
-        let opts = fair.wait_timeout(Duration::from_millis(500));
-        async move { owner.acquire("k", &opts).await.map(drop) }
-    });
-    assert!(wait_until(Duration::from_secs(5), || server
-        .cmd(&["LLEN", queue])
-        .as_int()
-        == Some(1)));
-    let entries = server.cmd(&["LRANGE", queue, "0", "-1"]).as_strings();
-    let earlier_wait = entries.unwrap().remove(0);
-    assert!(gave_up.await.unwrap().is_err(), "the first wait timed out");
-    assert!(wait_until(Duration::from_secs(5), || server
-        .cmd(&["LLEN", queue])
-        .as_int()
-        .unwrap_or(0)
-        == 0));
+    let earlier_wait = a_wait_that_gave_up(&server, &owner).await;
 
     held.release().await.unwrap();
     let holder = last.acquire("k", &fair).await.unwrap();
@@ -104,21 +107,7 @@ async fn a_grant_to_an_owners_earlier_wait_is_not_taken_by_its_next_request() {
     let queue = "{tower-lock:k}:ql";
     let held = first.acquire("k", &fair).await.unwrap();
     let owner = waiting.owner();
-    let gave_up = tokio::spawn({
-        let owner = owner.clone();
-        let opts = fair.wait_timeout(Duration::from_millis(500));
-        async move { owner.acquire("k", &opts).await.map(drop) }
-    });
-    let server = &server;
-    let queued = |n| move || server.cmd(&["LLEN", queue]).as_int().unwrap_or(0) == n;
-    assert!(wait_until(Duration::from_secs(5), queued(1)));
-    let earlier_wait = server
-        .cmd(&["LRANGE", queue, "0", "-1"])
-        .as_strings()
-        .unwrap()[0]
-        .clone();
-    assert!(gave_up.await.unwrap().is_err(), "the first wait timed out");
-    assert!(wait_until(Duration::from_secs(5), queued(0)));
+    let earlier_wait = a_wait_that_gave_up(&server, &owner).await;
 
     // as if the earlier wait's withdrawal had not run yet, and the holder's lease had run out
     server.cmd(&["RPUSH", queue, &earlier_wait]);
