@@ -100,7 +100,7 @@ pub enum KeyError {
     /// The name is empty.
     #[error("lock name is empty")]
     Empty,
-    /// The name is longer than [`crate::key::MAX_KEY_LEN`] bytes.
+    /// The name is longer than the limit, `max` bytes (the `key` module's `MAX_KEY_LEN`).
     #[error("lock name is {len} bytes long; the limit is {max}")]
     TooLong {
         /// The length of the rejected name.

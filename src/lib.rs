@@ -43,9 +43,9 @@
 pub mod actix;
 mod backend;
 mod error;
-mod guard;
 pub mod key;
 pub mod layer;
+mod lease;
 mod manager;
 mod options;
 mod waiters;
@@ -54,11 +54,10 @@ mod watchdog;
 #[cfg(feature = "redis")]
 pub use backend::redis::RedisPool;
 pub use error::{BoxError, KeyError, LockError};
-pub use guard::{LockGuard, LockInfo};
 pub use layer::{HeldLocks, LockLayer, LockService, OnLeaseLost, RejectReason, Rejection};
 pub use manager::{
-    LockManager, LockManagerBuilder, LockOwner, DEFAULT_COMMAND_TIMEOUT, DEFAULT_FAIR_EVICTION,
-    DEFAULT_LEASE, DEFAULT_NODE_TIMEOUT,
+    LockGuard, LockInfo, LockManager, LockManagerBuilder, LockOwner, DEFAULT_COMMAND_TIMEOUT,
+    DEFAULT_FAIR_EVICTION, DEFAULT_LEASE, DEFAULT_NODE_TIMEOUT,
 };
 pub use options::{Lease, LockOptions, Mode};
 

@@ -75,8 +75,8 @@ pub use service::LockService;
 
 use policy::Policy;
 
-use crate::guard::LockInfo;
 use crate::key::KeyExtractor;
+use crate::manager::LockInfo;
 use crate::manager::LockManager;
 
 /// Runs each request under the locks that its key extractor derives from it: see the [module

@@ -12,9 +12,9 @@ use bytes::Bytes;
 
 use super::metrics;
 use super::reject::{RejectReason, Rejection};
-use crate::guard::{LockGuard, LockInfo};
 use crate::key::LockKey;
 use crate::manager::LockOwner;
+use crate::manager::{LockGuard, LockInfo};
 use crate::options::LockOptions;
 
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;

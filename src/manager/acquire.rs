@@ -9,12 +9,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use super::guard::{LockGuard, LockInfo};
 use super::ticket::WaitTicket;
 use super::{Held, Shared};
 use crate::backend::{AcquireRequest, Attempt};
 use crate::error::{BoxError, LockError};
-use crate::guard::{LockGuard, LockInfo, LostSignal};
 use crate::key::LockKey;
+use crate::lease::LostSignal;
 use crate::options::{Lease, LockOptions, Mode};
 use crate::waiters::LockId;
 use crate::watchdog::Chore;

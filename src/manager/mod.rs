@@ -3,7 +3,7 @@
 
 mod acquire;
 mod builder;
-mod held;
+mod guard;
 mod owner;
 mod ticket;
 
@@ -14,13 +14,13 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, Notify};
 
 pub use builder::{LockManagerBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_NODE_TIMEOUT};
-pub(crate) use held::Held;
+pub(crate) use guard::Held;
+pub use guard::{LockGuard, LockInfo};
 pub use owner::LockOwner;
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::Backend;
 use crate::error::LockError;
-use crate::guard::LockGuard;
 use crate::options::LockOptions;
 use crate::waiters::WaitRegistry;
 use crate::watchdog::{Chore, Claims, Leases, Queued, Watchdog};

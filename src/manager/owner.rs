@@ -4,9 +4,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::LockGuard;
 use super::{LockManager, Shared};
 use crate::error::LockError;
-use crate::guard::LockGuard;
 use crate::options::LockOptions;
 
 /// The holder identity of one request: locks it takes can be re-entered by it (each re-entry is one

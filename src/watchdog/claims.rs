@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, HeldLock};
-use crate::guard::LostSignal;
+use crate::lease::LostSignal;
 
 /// Fair grants held under their short claim lease: the next heartbeat round extends each to its
 /// holder's lease, in batches, instead of one command per grant on the hand-off path.

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::backend::HeldLock;
-use crate::guard::LostSignal;
+use crate::lease::LostSignal;
 use crate::waiters::LockId;
 
 #[derive(Debug)]

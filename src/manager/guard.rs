@@ -1,95 +1,14 @@
-//! `LockGuard`: proof of holding a lock, its fencing token, the lost-lease signal, and release (explicit
-//! or, on drop, in the background).
+//! `LockGuard`: proof of holding a lock, its fencing token and lost-lease signal; and `Held`, its
+//! release half, which releases the lock now or, when the guard is dropped, in the background.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::sync::Arc;
 
-use tokio::sync::Notify;
-
+use super::Shared;
+use crate::backend::{Backend, HeldLock, Released};
 use crate::error::LockError;
-use crate::manager::Held;
-
-/// Fires once, when a lease is known to be lost, or may have run out: a lease is valid until a
-/// deadline that each renewal moves later, and once that deadline passes unrenewed the lease counts
-/// as lost (for good: a renewal that lands later does not bring it back), whether or not a renewal
-/// round has noticed yet.
-#[derive(Debug)]
-pub(crate) struct LostSignal {
-    lost: AtomicBool,
-    notify: Notify,
-    /// The lease is known valid until here (`None`: it does not run out by time).
-    valid_until: Mutex<Option<Instant>>,
-}
-
-impl LostSignal {
-    pub(crate) fn new(valid_until: Option<Instant>) -> Self {
-        LostSignal {
-            lost: AtomicBool::new(false),
-            notify: Notify::new(),
-            valid_until: Mutex::new(valid_until),
-        }
-    }
-
-    pub(crate) fn fire(&self) {
-        self.lost.store(true, Ordering::SeqCst);
-        self.notify.notify_waiters();
-    }
-
-    fn valid_until(&self) -> MutexGuard<'_, Option<Instant>> {
-        self.valid_until.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A renewal made the lease valid until `until`. False when it came too late: the lease had
-    /// already run out (or was lost), and stays lost.
-    pub(crate) fn extend(&self, until: Instant) -> bool {
-        let mut valid_until = self.valid_until();
-        if self.is_lost_at(*valid_until, Instant::now()) {
-            drop(valid_until);
-            self.fire();
-            return false;
-        }
-        if let Some(deadline) = valid_until.as_mut() {
-            *deadline = (*deadline).max(until);
-        }
-        true
-    }
-
-    fn is_lost_at(&self, valid_until: Option<Instant>, now: Instant) -> bool {
-        self.lost.load(Ordering::SeqCst) || valid_until.is_some_and(|d| now >= d)
-    }
-
-    pub(crate) fn is_lost(&self) -> bool {
-        let lost = self.is_lost_at(*self.valid_until(), Instant::now());
-        if lost {
-            // latch it: a deadline that passed stays passed
-            self.lost.store(true, Ordering::SeqCst);
-        }
-        lost
-    }
-
-    async fn wait(&self) {
-        loop {
-            let notified = self.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.is_lost() {
-                return;
-            }
-            let valid_until = *self.valid_until();
-            match valid_until {
-                // at the deadline, look again: a renewal may have moved it
-                Some(deadline) => {
-                    tokio::select! {
-                        _ = notified => {}
-                        _ = tokio::time::sleep_until(deadline.into()) => {}
-                    }
-                }
-                None => notified.await,
-            }
-        }
-    }
-}
+use crate::lease::LostSignal;
+use crate::options::Mode;
+use crate::waiters::LockId;
 
 /// What a handler may know about the lock it runs under: its key, its fencing token, and whether its
 /// lease is still held. Cheap to clone; the layer puts one in the request's extensions.
@@ -205,5 +124,73 @@ impl Drop for LockGuard {
         if let Some(held) = self.held.take() {
             held.release_in_background(self.is_lost());
         }
+    }
+}
+
+/// One hold of a lock by one owner.
+#[derive(Debug)]
+pub(crate) struct Held {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) id: LockId,
+    pub(crate) owner: Arc<str>,
+    /// The hold's fencing token: the release of a lost hold reaches only the holds made under it
+    /// (not a later acquisition of the same owner, after this one's lease was lost).
+    pub(crate) token: u64,
+    /// Kept by the watchdog (else a fixed lease).
+    pub(crate) watched: bool,
+    /// The guard's lost signal: which watchdog lease it counts on.
+    pub(crate) lost: Arc<LostSignal>,
+    pub(crate) mode: Mode,
+}
+
+impl Held {
+    fn stop_renewing(&self) {
+        if self.watched {
+            self.shared.leases.unhold(&self.id, &self.owner, &self.lost);
+        }
+        if self.mode == Mode::Fair {
+            let lock = HeldLock {
+                id: self.id.clone(),
+                owner: self.owner.clone(),
+            };
+            self.shared.claims.remove(&lock, &self.lost);
+        }
+    }
+
+    /// Release now and report how it went. If the caller stops waiting, the release still completes
+    /// in the background.
+    pub(crate) async fn release(self, key: &str, lost: bool) -> Result<(), LockError> {
+        self.stop_renewing();
+        let backend = self.shared.backend.clone();
+        let (id, owner, mode, token) = (self.id.clone(), self.owner.clone(), self.mode, self.token);
+        let call = Box::pin(async move { backend.release(&id, &owner, mode, token, lost).await });
+        let outcome = super::acquire::MustComplete::new(call, &self.shared).await;
+        match outcome {
+            Ok(Released::Freed | Released::StillHeld) => {
+                tracing::debug!(key, "lock released");
+                Ok(())
+            }
+            Ok(Released::NotHeld) => Err(LockError::NotHeld {
+                key: key.to_owned(),
+            }),
+            Err(err) => Err(LockError::unavailable(key, err)),
+        }
+    }
+
+    /// Release without waiting (from `Drop`): the watchdog task sends it.
+    pub(crate) fn release_in_background(self, lost: bool) {
+        self.stop_renewing();
+        if let Backend::Memory(memory) = &*self.shared.backend {
+            // No I/O: release at once, so the next request sees the lock free.
+            memory.release(&self.id, &self.owner, self.mode, lost.then_some(self.token));
+            return;
+        }
+        let backend = self.shared.backend.clone();
+        let (id, owner, mode, token) = (self.id.clone(), self.owner.clone(), self.mode, self.token);
+        self.shared.chore(Box::pin(async move {
+            if let Err(err) = backend.release(&id, &owner, mode, token, lost).await {
+                tracing::warn!(error = %err, "background lock release failed; the lease will run out");
+            }
+        }));
     }
 }
