@@ -42,6 +42,7 @@
 #[cfg(feature = "actix")]
 pub mod actix;
 mod backend;
+mod background;
 mod error;
 pub mod key;
 pub mod layer;

@@ -10,10 +10,51 @@ pub(crate) mod redis;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::{oneshot, Notify};
+
+use crate::background::{Background, BackgroundQueue};
 use crate::error::BoxError;
 use crate::key::LockKey;
 use crate::options::Mode;
-use crate::waiters::{Departure, LockId};
+use crate::waiters::{Departure, LockId, WaitRegistry};
+
+/// What a backend's connections share with the manager they serve: its id, its local waiters (the
+/// inbox wakes them), where work finishes in the background, and the signal that a connection came
+/// back (the server may have restarted: the watchdog renews every lease at once).
+#[derive(Debug, Clone)]
+pub(crate) struct Wiring {
+    pub(crate) manager_id: Arc<str>,
+    pub(crate) waiters: Arc<WaitRegistry>,
+    pub(crate) background: Background,
+    pub(crate) reconnected: Arc<Notify>,
+}
+
+impl Wiring {
+    /// The wiring of a new manager, and the queue its background work arrives in.
+    pub(crate) fn new(manager_id: Arc<str>) -> (Wiring, BackgroundQueue) {
+        let (background, queue) = Background::new();
+        let wiring = Wiring {
+            manager_id,
+            waiters: Arc::default(),
+            background,
+            reconnected: Arc::default(),
+        };
+        (wiring, queue)
+    }
+}
+
+/// Stops a backend's inbox tasks when dropped (one per Redis server).
+#[derive(Debug, Default)]
+pub(crate) struct InboxStop(Vec<oneshot::Sender<()>>);
+
+impl InboxStop {
+    /// A stop for one more inbox: the inbox ends when the receiver fires.
+    pub(crate) fn add(&mut self) -> oneshot::Receiver<()> {
+        let (stop, stopped) = oneshot::channel();
+        self.0.push(stop);
+        stopped
+    }
+}
 
 /// One attempt to take a lock.
 #[derive(Debug)]

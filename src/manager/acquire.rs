@@ -3,82 +3,22 @@
 //! Cancellation-safe: an attempt in flight when the caller goes away is finished in the background
 //! and undone if it took the lock; a waiter that leaves passes on any wake-up it did not use.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::guard::{LockGuard, LockInfo};
 use super::ticket::WaitTicket;
 use super::{Held, Shared};
 use crate::backend::{AcquireRequest, Attempt};
+use crate::background::{MustComplete, Undo, Work};
 use crate::error::{BoxError, LockError};
 use crate::key::LockKey;
 use crate::lease::LostSignal;
 use crate::options::{Lease, LockOptions, Mode};
 use crate::waiters::LockId;
-use crate::watchdog::Chore;
 
 /// Retry after this long when the backend could not say how long the holder keeps the lock.
 const UNKNOWN_TTL_RETRY: Duration = Duration::from_millis(50);
-
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-/// What to do with the result of a call whose caller went away (e.g. release a lock it took).
-type Undo<T> = Box<dyn FnOnce(T) -> Option<BoxFuture<()>> + Send>;
-
-/// A backend call that runs to completion even if its caller goes away: when dropped early, the rest
-/// of the call goes to the watchdog task, followed by its undo.
-pub(crate) struct MustComplete<T: Send + 'static> {
-    call: Option<BoxFuture<T>>,
-    undo: Option<Undo<T>>,
-    shared: Arc<Shared>,
-}
-
-impl<T: Send + 'static> MustComplete<T> {
-    pub(crate) fn new(call: BoxFuture<T>, shared: &Arc<Shared>) -> Self {
-        MustComplete {
-            call: Some(call),
-            undo: None,
-            shared: shared.clone(),
-        }
-    }
-
-    fn with_undo(mut self, undo: Undo<T>) -> Self {
-        self.undo = Some(undo);
-        self
-    }
-}
-
-impl<T: Send + 'static> Future for MustComplete<T> {
-    type Output = T;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
-        let Some(call) = self.call.as_mut() else {
-            return Poll::Pending; // polled after completion: never resolves twice
-        };
-        let out = std::task::ready!(call.as_mut().poll(cx));
-        self.call = None;
-        Poll::Ready(out)
-    }
-}
-
-impl<T: Send + 'static> Drop for MustComplete<T> {
-    fn drop(&mut self) {
-        let Some(call) = self.call.take() else {
-            return;
-        };
-        let undo = self.undo.take();
-        let chore: Chore = Box::pin(async move {
-            let out = call.await;
-            if let Some(follow_up) = undo.and_then(|undo| undo(out)) {
-                follow_up.await;
-            }
-        });
-        self.shared.chore(chore);
-    }
-}
 
 /// What a successful acquisition needs to build its guard.
 struct Win<'a> {
@@ -291,19 +231,17 @@ impl Shared {
             };
             backend.try_acquire(&req).await
         });
-        let undo: Undo<_> = Box::new(
-            move |out: Result<Attempt, BoxError>| -> Option<BoxFuture<()>> {
-                match out {
-                    Ok(Attempt::Acquired { token }) => Some(Box::pin(async move {
-                        let _ = undo_backend
-                            .release(&undo_id, &undo_owner, mode, token, true)
-                            .await;
-                    })),
-                    _ => None,
-                }
-            },
-        );
-        MustComplete::new(call, self).with_undo(undo)
+        let undo: Undo<_> = Box::new(move |out: Result<Attempt, BoxError>| -> Option<Work> {
+            match out {
+                Ok(Attempt::Acquired { token }) => Some(Box::pin(async move {
+                    let _ = undo_backend
+                        .release(&undo_id, &undo_owner, mode, token, true)
+                        .await;
+                })),
+                _ => None,
+            }
+        });
+        MustComplete::new(call, &self.background).with_undo(undo)
     }
 }
 

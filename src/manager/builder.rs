@@ -4,6 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{new_manager_id, LockManager, Shared, Timing, DEFAULT_FAIR_EVICTION, DEFAULT_LEASE};
+#[cfg(feature = "redis")]
+use crate::backend::{quorum, redis};
+use crate::backend::{Backend, Wiring};
 use crate::error::LockError;
 
 /// How long one Redis command may take before the operation fails as unavailable.
@@ -46,7 +49,7 @@ enum Target {
     #[cfg(feature = "redis")]
     RedisUrl(String),
     #[cfg(feature = "redis")]
-    RedisPool(crate::backend::redis::RedisPool, String),
+    RedisPool(redis::RedisPool, String),
     #[cfg(feature = "redis")]
     Quorum(Vec<String>),
 }
@@ -121,11 +124,7 @@ impl LockManagerBuilder {
     /// Keep locks in Redis through a pool you built. `url` opens the manager's one pub/sub
     /// connection. A pool built with `test_on_check_out(false)` saves a PING per command.
     #[cfg(feature = "redis")]
-    pub fn redis_pool(
-        mut self,
-        pool: crate::backend::redis::RedisPool,
-        url: impl Into<String>,
-    ) -> Self {
+    pub fn redis_pool(mut self, pool: redis::RedisPool, url: impl Into<String>) -> Self {
         self.target = Target::RedisPool(pool, url.into());
         self
     }
@@ -155,6 +154,38 @@ impl LockManagerBuilder {
     /// Build the manager. For Redis, connects the inbox (the one pub/sub connection) and fails with
     /// [`LockError::Unavailable`] if the server cannot be reached.
     pub async fn build(self) -> Result<LockManager, LockError> {
+        self.validate()?;
+        let (wiring, queue) = Wiring::new(new_manager_id());
+        let (backend, inbox_stop) = match self.target {
+            Target::Memory => return Ok(LockManager::memory_with(self.timing())),
+            #[cfg(feature = "redis")]
+            Target::RedisUrl(ref url) => {
+                let (redis, stop) = redis::connect(url, None, &self.settings(), &wiring).await?;
+                (Backend::Redis(redis), stop)
+            }
+            #[cfg(feature = "redis")]
+            Target::RedisPool(ref pool, ref url) => {
+                let pool = Some(pool.clone());
+                let (redis, stop) = redis::connect(url, pool, &self.settings(), &wiring).await?;
+                (Backend::Redis(redis), stop)
+            }
+            #[cfg(feature = "redis")]
+            Target::Quorum(ref urls) => {
+                self.validate_quorum(urls)?;
+                let settings = self.settings();
+                let (quorum, stop) =
+                    quorum::connect(urls, self.node_timeout, &settings, &wiring).await?;
+                (Backend::Quorum(quorum), stop)
+            }
+        };
+        let timing = self.timing();
+        let shared = Shared::new(Arc::new(backend), wiring, queue, timing, Some(inbox_stop));
+        let manager = LockManager::from_shared(shared);
+        manager.shared.start();
+        Ok(manager)
+    }
+
+    fn validate(&self) -> Result<(), LockError> {
         if self.lease < Duration::from_millis(30) {
             return Err(LockError::Config(format!(
                 "lease {:?} is too short (at least 30 ms)",
@@ -170,29 +201,27 @@ impl LockManagerBuilder {
         if self.namespace.is_empty() {
             return Err(LockError::Config("namespace is empty".to_owned()));
         }
-        match self.target {
-            Target::Memory => Ok(LockManager::memory_with(self.timing())),
-            #[cfg(feature = "redis")]
-            Target::RedisUrl(ref url) => {
-                let client = open(url)?;
-                let connector =
-                    crate::backend::redis::Connector::new(client.clone(), self.command_timeout);
-                let pool = crate::backend::redis::CommandPool::own(
-                    connector,
-                    self.pool_size,
-                    self.command_timeout,
-                );
-                self.build_redis(client, pool).await
-            }
-            #[cfg(feature = "redis")]
-            Target::RedisPool(ref pool, ref url) => {
-                let client = open(url)?;
-                let pool = crate::backend::redis::CommandPool::user(pool.clone());
-                self.build_redis(client, pool).await
-            }
-            #[cfg(feature = "redis")]
-            Target::Quorum(ref urls) => self.build_quorum(urls).await,
+        Ok(())
+    }
+
+    /// A quorum needs at least 3 masters, each listed once, and a node timeout.
+    #[cfg(feature = "redis")]
+    fn validate_quorum(&self, urls: &[String]) -> Result<(), LockError> {
+        if urls.len() < 3 {
+            return Err(LockError::Config(format!(
+                "a quorum needs at least 3 independent Redis masters, got {}",
+                urls.len()
+            )));
         }
+        if let Some((_, dup)) = (urls.iter().enumerate()).find(|(i, u)| urls[..*i].contains(u)) {
+            return Err(LockError::Config(format!(
+                "Redis master {dup} is listed twice: a quorum needs independent masters"
+            )));
+        }
+        if self.node_timeout.is_zero() {
+            return Err(LockError::Config("node timeout is zero".to_owned()));
+        }
+        Ok(())
     }
 
     fn timing(&self) -> Timing {
@@ -203,202 +232,12 @@ impl LockManagerBuilder {
     }
 
     #[cfg(feature = "redis")]
-    async fn build_redis(
-        &self,
-        client: redis::Client,
-        pool: crate::backend::redis::CommandPool,
-    ) -> Result<LockManager, LockError> {
-        use crate::backend::redis::{Inbox, KeySpace, RedisBackend};
-        use crate::backend::Backend;
-        use crate::waiters::WaitRegistry;
-
-        let id = new_manager_id();
-        let keys = KeySpace::new(&self.namespace);
-        let waiters = Arc::new(WaitRegistry::default());
-        let inbox = Inbox::new(
-            &client,
-            keys.inbox(&id),
-            self.command_timeout,
-            waiters.clone(),
-        )?;
-        let subscription = inbox
-            .subscribe()
-            .await
-            .map_err(|err| LockError::unavailable("", err))?;
-        let redis = Arc::new(RedisBackend::new(
-            pool,
-            keys,
-            id.clone(),
-            self.command_timeout,
-            self.eviction,
-        ));
-        let backend = Arc::new(Backend::Redis(redis.clone()));
-        let (stop, stopped) = tokio::sync::oneshot::channel();
-        let (shared, chores) = Shared::new(backend, waiters.clone(), self.timing(), id, Some(stop));
-        let recheck = shared.recheck.clone();
-        spawn_inbox(
-            inbox,
-            Some(subscription),
-            redis,
-            waiters,
-            chores,
-            recheck,
-            stopped,
-        );
-        let manager = LockManager::from_shared(shared);
-        manager.shared.start();
-        Ok(manager)
+    fn settings(&self) -> redis::Settings {
+        redis::Settings {
+            namespace: self.namespace.clone(),
+            command_timeout: self.command_timeout,
+            eviction: self.eviction,
+            pool_size: self.pool_size,
+        }
     }
-
-    /// A quorum manager: per master, a command pool (commands bounded by the node timeout) and an
-    /// inbox; one wait registry and one watchdog for all. Builds when a majority of the masters can
-    /// be subscribed; the inboxes of the others keep trying in the background.
-    #[cfg(feature = "redis")]
-    async fn build_quorum(&self, urls: &[String]) -> Result<LockManager, LockError> {
-        use crate::backend::quorum::{Node, QuorumBackend};
-        use crate::backend::redis::{CommandPool, Connector, Inbox, KeySpace, RedisBackend};
-        use crate::backend::Backend;
-        use crate::waiters::WaitRegistry;
-
-        if urls.len() < 3 {
-            return Err(LockError::Config(format!(
-                "a quorum needs at least 3 independent Redis masters, got {}",
-                urls.len()
-            )));
-        }
-        if let Some(dup) = urls
-            .iter()
-            .enumerate()
-            .find(|(i, u)| urls[..*i].contains(u))
-        {
-            return Err(LockError::Config(format!(
-                "Redis master {} is listed twice: a quorum needs independent masters",
-                dup.1
-            )));
-        }
-        if self.node_timeout.is_zero() {
-            return Err(LockError::Config("node timeout is zero".to_owned()));
-        }
-        let id = new_manager_id();
-        let keys = KeySpace::new(&self.namespace);
-        let waiters = Arc::new(WaitRegistry::default());
-        let mut nodes = Vec::with_capacity(urls.len());
-        let mut inboxes = Vec::with_capacity(urls.len());
-        for url in urls {
-            let client = open(url)?;
-            let name = client.get_connection_info().addr().to_string();
-            let connector = Connector::new(client.clone(), self.node_timeout);
-            let pool = CommandPool::own(connector, self.pool_size, self.node_timeout);
-            let redis = RedisBackend::new(
-                pool,
-                keys.clone(),
-                id.clone(),
-                self.node_timeout,
-                self.eviction,
-            );
-            nodes.push(Node::new(Arc::new(redis), name));
-            let inbox = Inbox::new(
-                &client,
-                keys.inbox(&id),
-                self.command_timeout,
-                waiters.clone(),
-            );
-            inboxes.push(inbox?);
-        }
-        let streams = futures_util::future::join_all(inboxes.iter().map(Inbox::subscribe)).await;
-        let up = streams.iter().filter(|s| s.is_ok()).count();
-        if up < urls.len() / 2 + 1 {
-            let causes: Vec<String> = nodes
-                .iter()
-                .zip(&streams)
-                .filter_map(|(node, s)| s.as_ref().err().map(|e| format!("{}: {e}", node.name)))
-                .collect();
-            let cause = format!(
-                "only {up} of {} Redis masters reachable; a quorum needs {}: {}",
-                urls.len(),
-                urls.len() / 2 + 1,
-                causes.join("; ")
-            );
-            return Err(LockError::unavailable("", cause));
-        }
-        let redis: Vec<Arc<RedisBackend>> = nodes.iter().map(|n| n.redis.clone()).collect();
-        let quorum = Arc::new(QuorumBackend::new(
-            nodes,
-            id.clone(),
-            keys.inbox_prefix(),
-            waiters.clone(),
-            self.node_timeout,
-        ));
-        let backend = Arc::new(Backend::Quorum(quorum.clone()));
-        let (stop, stopped) = tokio::sync::oneshot::channel();
-        let (shared, chores) = Shared::new(backend, waiters.clone(), self.timing(), id, Some(stop));
-        quorum.finish_in(chores.clone());
-        // One stop signal per inbox, all fired when the manager's is.
-        let mut stops = Vec::with_capacity(redis.len());
-        for ((inbox, stream), node) in inboxes.into_iter().zip(streams).zip(redis) {
-            let (stop, stopped) = tokio::sync::oneshot::channel();
-            stops.push(stop);
-            spawn_inbox(
-                inbox,
-                stream.ok(),
-                node,
-                waiters.clone(),
-                chores.clone(),
-                shared.recheck.clone(),
-                stopped,
-            );
-        }
-        tokio::spawn(async move {
-            let _ = stopped.await;
-            drop(stops);
-        });
-        let manager = LockManager::from_shared(shared);
-        manager.shared.start();
-        Ok(manager)
-    }
-}
-
-/// Run the inbox of one Redis server (subscribing first, with backoff, if `subscription` is
-/// `None`) until `stopped` fires. A message no local waiter can take is passed on through that
-/// server: a wake-up to the next waiting manager, a grant to the next queued waiter. After a
-/// reconnection, `recheck` has the watchdog ask the server about every lease at once.
-#[cfg(feature = "redis")]
-fn spawn_inbox(
-    inbox: crate::backend::redis::Inbox,
-    subscription: Option<crate::backend::redis::Subscription>,
-    node: Arc<crate::backend::redis::RedisBackend>,
-    waiters: Arc<crate::waiters::WaitRegistry>,
-    chores: tokio::sync::mpsc::UnboundedSender<crate::watchdog::Chore>,
-    recheck: Arc<tokio::sync::Notify>,
-    stopped: tokio::sync::oneshot::Receiver<()>,
-) {
-    use crate::backend::redis::Unclaimed;
-
-    let unclaimed = move |message: Unclaimed| {
-        let (node, waiters) = (node.clone(), waiters.clone());
-        let _ = chores.send(Box::pin(async move {
-            let outcome = match message {
-                Unclaimed::Wake(lock) => {
-                    let departure = crate::waiters::Departure {
-                        last: true,
-                        pass_on: true,
-                    };
-                    let outcome = node.abandon(&lock, departure).await;
-                    // a request that began to wait meanwhile may have lost its record: it checks
-                    waiters.wake_one(&lock);
-                    outcome
-                }
-                Unclaimed::Grant { lock, waiter } => node.leave_queue(&lock, &waiter).await,
-            };
-            if let Err(err) = outcome {
-                tracing::debug!(error = %err, "could not pass an unclaimed message on");
-            }
-        }));
-    };
-    tokio::spawn(inbox.run(subscription, unclaimed, recheck, stopped));
-}
-
-#[cfg(feature = "redis")]
-fn open(url: &str) -> Result<redis::Client, LockError> {
-    redis::Client::open(url).map_err(|err| LockError::Config(format!("invalid Redis URL: {err}")))
 }

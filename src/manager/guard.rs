@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::Shared;
 use crate::backend::{Backend, HeldLock, Released};
+use crate::background::MustComplete;
 use crate::error::LockError;
 use crate::lease::LostSignal;
 use crate::options::Mode;
@@ -164,7 +165,7 @@ impl Held {
         let backend = self.shared.backend.clone();
         let (id, owner, mode, token) = (self.id.clone(), self.owner.clone(), self.mode, self.token);
         let call = Box::pin(async move { backend.release(&id, &owner, mode, token, lost).await });
-        let outcome = super::acquire::MustComplete::new(call, &self.shared).await;
+        let outcome = MustComplete::new(call, &self.shared.background).await;
         match outcome {
             Ok(Released::Freed | Released::StillHeld) => {
                 tracing::debug!(key, "lock released");
@@ -187,10 +188,10 @@ impl Held {
         }
         let backend = self.shared.backend.clone();
         let (id, owner, mode, token) = (self.id.clone(), self.owner.clone(), self.mode, self.token);
-        self.shared.chore(Box::pin(async move {
+        self.shared.background.finish(async move {
             if let Err(err) = backend.release(&id, &owner, mode, token, lost).await {
                 tracing::warn!(error = %err, "background lock release failed; the lease will run out");
             }
-        }));
+        });
     }
 }

@@ -11,19 +11,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, Notify};
-
 pub use builder::{LockManagerBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_NODE_TIMEOUT};
 pub(crate) use guard::Held;
 pub use guard::{LockGuard, LockInfo};
 pub use owner::LockOwner;
 
 use crate::backend::memory::MemoryBackend;
-use crate::backend::Backend;
+use crate::backend::{Backend, InboxStop, Wiring};
+use crate::background::{Background, BackgroundQueue};
 use crate::error::LockError;
 use crate::options::LockOptions;
 use crate::waiters::WaitRegistry;
-use crate::watchdog::{Chore, Claims, Leases, Queued, Watchdog};
+use crate::watchdog::{Claims, Leases, Queued, Watchdog};
 
 /// The default watchdog lease.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
@@ -74,7 +73,8 @@ pub(crate) struct Shared {
     pub(crate) queued: Arc<Queued>,
     /// Fair grants whose claim lease the watchdog extends.
     pub(crate) claims: Arc<Claims>,
-    pub(crate) chores: mpsc::UnboundedSender<Chore>,
+    /// Where work whose caller went away is finished (by the watchdog task).
+    pub(crate) background: Background,
     /// The watchdog lease.
     pub(crate) lease: Duration,
     /// The claim lease a fair grant starts with (the fair eviction deadline): valid for that long
@@ -86,53 +86,47 @@ pub(crate) struct Shared {
     /// The watchdog task, until it is spawned on first use (so `memory()` needs no runtime).
     watchdog: Mutex<Option<Watchdog>>,
     started: AtomicBool,
-    /// Told when a Redis connection came back: the watchdog renews every lease at once.
-    pub(crate) recheck: Arc<Notify>,
-    /// Dropping this stops the inbox task.
-    _inbox_stop: Option<oneshot::Sender<()>>,
+    /// Dropping this stops the inbox tasks.
+    _inbox_stop: Option<InboxStop>,
 }
 
 impl Shared {
     pub(crate) fn new(
         backend: Arc<Backend>,
-        waiters: Arc<WaitRegistry>,
+        wiring: Wiring,
+        queue: BackgroundQueue,
         timing: Timing,
-        id: Arc<str>,
-        inbox_stop: Option<oneshot::Sender<()>>,
-    ) -> (Self, mpsc::UnboundedSender<Chore>) {
-        let (tx, rx) = mpsc::unbounded_channel();
+        inbox_stop: Option<InboxStop>,
+    ) -> Self {
         let leases = Arc::new(Leases::default());
         let queued = Arc::new(Queued::default());
         let claims = Arc::new(Claims::default());
-        let recheck = Arc::new(Notify::new());
         let watchdog = Watchdog {
             backend: backend.clone(),
             leases: leases.clone(),
             lease: timing.lease,
             queued: queued.clone(),
             claims: claims.clone(),
-            waiters: waiters.clone(),
+            waiters: wiring.waiters.clone(),
             eviction: timing.eviction,
-            chores: rx,
-            recheck: recheck.clone(),
+            background: queue,
+            recheck: wiring.reconnected.clone(),
         };
-        let shared = Shared {
+        Shared {
             backend,
-            waiters,
+            waiters: wiring.waiters,
             leases,
             queued,
             claims,
-            chores: tx.clone(),
+            background: wiring.background,
             lease: timing.lease,
             claim: timing.eviction,
-            id,
+            id: wiring.manager_id,
             next_owner: AtomicU64::new(1),
             watchdog: Mutex::new(Some(watchdog)),
             started: AtomicBool::new(false),
-            recheck,
             _inbox_stop: inbox_stop,
-        };
-        (shared, tx)
+        }
     }
 
     /// Spawn the watchdog task on first use, inside the caller's runtime.
@@ -145,12 +139,6 @@ impl Shared {
             tokio::spawn(watchdog.run());
         }
         self.started.store(true, Ordering::Release);
-    }
-
-    /// Hand work to the watchdog task. If it is gone (the runtime shut down), the work is dropped:
-    /// the leases it concerns run out on their own.
-    pub(crate) fn chore(&self, chore: Chore) {
-        let _ = self.chores.send(chore);
     }
 }
 
@@ -165,10 +153,10 @@ impl LockManager {
     }
 
     pub(crate) fn memory_with(timing: Timing) -> LockManager {
-        let waiters = Arc::new(WaitRegistry::default());
-        let memory = MemoryBackend::new(waiters.clone(), timing.eviction);
+        let (wiring, queue) = Wiring::new(new_manager_id());
+        let memory = MemoryBackend::new(wiring.waiters.clone(), timing.eviction);
         let backend = Arc::new(Backend::Memory(memory));
-        let (shared, _) = Shared::new(backend, waiters, timing, new_manager_id(), None);
+        let shared = Shared::new(backend, wiring, queue, timing, None);
         LockManager {
             shared: Arc::new(shared),
         }

@@ -114,18 +114,18 @@ impl Drop for WaitTicket {
             // guard (a re-entry that failed never queued), and that hold must stay.
             let waiter = self.waiter.name().clone();
             let grant = self.waiter.grant();
-            self.shared.chore(Box::pin(async move {
+            self.shared.background.finish(async move {
                 if let Err(err) = backend.leave_queue(&id, &waiter, grant).await {
                     tracing::debug!(error = %err, "could not leave a fair queue");
                 }
-            }));
+            });
             return;
         }
         if !(departure.last || departure.pass_on) {
             return;
         }
         let waiters = self.shared.waiters.clone();
-        self.shared.chore(Box::pin(async move {
+        self.shared.background.finish(async move {
             if let Err(err) = backend.abandon(&id, departure).await {
                 tracing::debug!(error = %err, "could not withdraw a waiter");
             }
@@ -134,6 +134,6 @@ impl Drop for WaitTicket {
                 // its record in Redis withdrawn by this call: it checks again, and records itself.
                 waiters.wake_one(&id);
             }
-        }));
+        });
     }
 }

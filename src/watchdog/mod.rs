@@ -1,24 +1,23 @@
 //! The watchdog: ONE task per manager. Every lease/3 it renews every held lease in batches (many locks
 //! per round trip). A renewal that finds a lock gone marks its guard lost at once; a lease that was
 //! not renewed in time is lost when it may have run out (its guard's deadline, which every renewal
-//! moves on). Every eviction/3 it heartbeats the requests
-//! queued for fair locks, so that only dead waiters are evicted. The same task runs the chores that must not
-//! block a `Drop`: background releases, and the rest of an operation whose caller went away.
+//! moves on). Every eviction/3 it heartbeats the requests queued for fair locks, so that only dead
+//! waiters are evicted. The same task runs the manager's background work (see `crate::background`):
+//! releases sent from a `Drop`, and the rest of an operation whose caller went away.
 
 mod claims;
 mod leases;
 mod queued;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::future::join_all;
-use tokio::sync::{mpsc, Notify};
+use futures_util::future::{join_all, BoxFuture};
+use tokio::sync::Notify;
 use tokio::time::MissedTickBehavior;
 
 use crate::backend::{Backend, HeldLock};
+use crate::background::BackgroundQueue;
 use crate::waiters::WaitRegistry;
 use claims::extend_claims;
 pub(crate) use claims::Claims;
@@ -27,9 +26,6 @@ pub(crate) use queued::Queued;
 
 /// How often the watchdog task wakes at the least (see `Watchdog::run`).
 const HEARTBEAT: Duration = Duration::from_millis(500);
-
-/// Work handed to the watchdog task to finish in the background.
-pub(crate) type Chore = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// The watchdog task of one manager.
 #[derive(Debug)]
@@ -42,14 +38,16 @@ pub(crate) struct Watchdog {
     pub(crate) waiters: Arc<WaitRegistry>,
     /// Fair waiters are heartbeat every eviction/3.
     pub(crate) eviction: Duration,
-    pub(crate) chores: mpsc::UnboundedReceiver<Chore>,
+    /// Work whose caller went away, run here.
+    pub(crate) background: BackgroundQueue,
     /// Told when a connection to Redis came back (the server may have restarted and forgotten
     /// locks): renew every lease now, so that a lease gone with it is known lost at once.
     pub(crate) recheck: Arc<Notify>,
 }
 
 impl Watchdog {
-    /// Run until every sender of chores (the manager and its guards) is gone.
+    /// Run until every handle of its background queue (the manager, its guards and its backend) is
+    /// gone.
     pub(crate) async fn run(mut self) {
         let period = (self.lease / 3).max(Duration::from_millis(1));
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
@@ -62,10 +60,10 @@ impl Watchdog {
         let beat = (self.eviction / 3).max(Duration::from_millis(1));
         let mut beats = tokio::time::interval_at(tokio::time::Instant::now() + beat, beat);
         beats.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut round: Option<Pin<Box<dyn Future<Output = ()> + Send>>> = None;
+        let mut round: Option<BoxFuture<'static, ()>> = None;
         // a reconnection came while a round was out: the next round goes as soon as it ends
         let mut recheck_due = false;
-        let mut beat_round: Option<Pin<Box<dyn Future<Output = ()> + Send>>> = None;
+        let mut beat_round: Option<BoxFuture<'static, ()>> = None;
         loop {
             tokio::select! {
                 _ = heartbeat.tick() => {}
@@ -83,8 +81,8 @@ impl Watchdog {
                 _ = async { if let Some(r) = beat_round.as_mut() { r.await } }, if beat_round.is_some() => {
                     beat_round = None;
                 }
-                chore = self.chores.recv() => match chore {
-                    Some(chore) => { tokio::spawn(chore); }
+                work = self.background.next() => match work {
+                    Some(work) => { tokio::spawn(work); }
                     None => return,
                 },
                 _ = tick.tick(), if round.is_none() => {
@@ -105,7 +103,7 @@ impl Watchdog {
 }
 
 impl Watchdog {
-    fn renewal_round(&self) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    fn renewal_round(&self) -> BoxFuture<'static, ()> {
         Box::pin(renew_all(
             self.backend.clone(),
             self.leases.clone(),

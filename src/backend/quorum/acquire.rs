@@ -109,7 +109,7 @@ impl QuorumBackend {
             let (token, stale) = self.holds.record(lock.clone(), &won, parts, attempt);
             if !stale.is_empty() {
                 let undo = self.undo(lock.clone());
-                self.finish_later(Box::pin(async move { undo.drop_stale(stale).await }));
+                self.finish_later(async move { undo.drop_stale(stale).await });
             }
             let fresh = (!reentry).then_some(attempt.id);
             self.settle_after_win(round.rest, lock, token, fresh);
@@ -137,9 +137,9 @@ impl QuorumBackend {
         self.settle_after_loss(round.rest, lock.clone(), (!reentry).then_some(attempt.id));
         if !unsure.is_empty() {
             let undo = self.undo(lock.clone());
-            self.finish_later(Box::pin(async move {
+            self.finish_later(async move {
                 join_all(unsure.into_iter().map(|(node, by)| undo.on(node, by))).await;
-            }));
+            });
         }
         let undo = self.undo(lock.clone());
         join_all(granted.into_iter().map(|(node, by)| undo.on(node, by))).await;
@@ -200,7 +200,7 @@ impl QuorumBackend {
             return;
         }
         let (holds, undo) = (self.holds.clone(), self.undo(lock.clone()));
-        self.finish_later(Box::pin(async move {
+        self.finish_later(async move {
             while let Some((i, answer)) = rest.next().await {
                 let (part, taken) = match answer {
                     Ok(Grant::Won { token, .. }) => {
@@ -216,7 +216,7 @@ impl QuorumBackend {
                     undo.on(undo.nodes[i].clone(), by).await;
                 }
             }
-        }));
+        });
     }
 
     /// The masters still answering after a failed attempt: undo what they grant, by its token;
@@ -231,7 +231,7 @@ impl QuorumBackend {
             return;
         }
         let undo = self.undo(lock);
-        self.finish_later(Box::pin(async move {
+        self.finish_later(async move {
             while let Some((i, answer)) = rest.next().await {
                 let taken = match answer {
                     Ok(Grant::Won { token, .. }) => Some(Binding::Token(token)),
@@ -242,7 +242,7 @@ impl QuorumBackend {
                     undo.on(undo.nodes[i].clone(), by).await;
                 }
             }
-        }));
+        });
     }
 
     fn undo(&self, lock: HeldLock) -> Undo {

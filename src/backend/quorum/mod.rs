@@ -14,25 +14,27 @@
 //! RedLock does not have.
 
 mod acquire;
+mod connect;
 mod holds;
 mod round;
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::Script;
-use tokio::sync::mpsc;
 
 use super::redis::RedisBackend;
 use super::{HeldLock, Released};
+use crate::background::Background;
 use crate::error::BoxError;
 use crate::key::LockKey;
 use crate::waiters::{Departure, LockId, WaitRegistry};
-use crate::watchdog::Chore;
 use acquire::release_call;
+pub(crate) use connect::connect;
 use holds::Holds;
 use round::{gather, majority, NodeCall, Verdict};
 
@@ -105,8 +107,8 @@ pub(crate) struct QuorumBackend {
     attempts: AtomicU64,
     /// Bounds each master's call, and the jitter after a failed attempt.
     node_timeout: Duration,
-    /// Where calls still in flight after a verdict are finished: the watchdog task's chores.
-    background: OnceLock<mpsc::UnboundedSender<Chore>>,
+    /// Where calls still in flight after a verdict are finished.
+    background: Background,
 }
 
 impl QuorumBackend {
@@ -116,6 +118,7 @@ impl QuorumBackend {
         inbox_prefix: String,
         waiters: Arc<WaitRegistry>,
         node_timeout: Duration,
+        background: Background,
     ) -> Self {
         QuorumBackend {
             nodes,
@@ -125,13 +128,8 @@ impl QuorumBackend {
             holds: Arc::default(),
             attempts: AtomicU64::new(1),
             node_timeout,
-            background: OnceLock::new(),
+            background,
         }
-    }
-
-    /// Hand over the manager's chore queue (once the manager exists).
-    pub(crate) fn finish_in(&self, chores: mpsc::UnboundedSender<Chore>) {
-        let _ = self.background.set(chores);
     }
 
     fn quorum(&self) -> usize {
@@ -155,15 +153,8 @@ impl QuorumBackend {
     }
 
     /// Finish `work` in the background (the rest of a round whose verdict is in).
-    fn finish_later(&self, work: Chore) {
-        match self.background.get() {
-            Some(chores) => {
-                let _ = chores.send(work);
-            }
-            None => {
-                tokio::spawn(work);
-            }
-        }
+    fn finish_later(&self, work: impl Future<Output = ()> + Send + 'static) {
+        self.background.finish(work);
     }
 
     /// Release the hold of `owner` made under fencing token `token`, on every master by the token
@@ -229,9 +220,7 @@ impl QuorumBackend {
         if rest.is_empty() {
             return;
         }
-        self.finish_later(Box::pin(
-            async move { while rest.next().await.is_some() {} },
-        ));
+        self.finish_later(async move { while rest.next().await.is_some() {} });
     }
 
     /// Renew every lock of `batch` on every master: a lock is still held when a majority renewed it.

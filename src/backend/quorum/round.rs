@@ -2,16 +2,15 @@
 //! as soon as the outcome can no longer change. The calls still in flight then are handed back, to
 //! be finished in the background (never dropped: a dropped call could leave a lock behind).
 
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use crate::error::BoxError;
 
 /// One master's call in a round: its index and its answer.
-pub(super) type NodeCall<T> = Pin<Box<dyn Future<Output = (usize, Result<T, BoxError>)> + Send>>;
+pub(super) type NodeCall<T> = BoxFuture<'static, (usize, Result<T, BoxError>)>;
 
 /// How a round ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,8 @@
-//! The Redis backend: a command pool (or a user's bb8 pool), the Lua scripts, and key naming.
-//! The inbox (the one pub/sub connection) lives beside it and is driven by the manager.
+//! The Redis backend: a command pool (or a user's bb8 pool), the Lua scripts, and key naming. The
+//! inbox (the one pub/sub connection) lives beside it; `connect` wires both for a manager.
 
 mod call;
+mod connect;
 mod fair;
 mod inbox;
 mod keys;
@@ -15,6 +16,7 @@ use std::time::Duration;
 use redis::FromRedisValue;
 
 pub(crate) use call::ScriptCall;
+pub(crate) use connect::{connect, open_server, spawn_inbox, Server, Settings};
 pub(crate) use inbox::{Inbox, Subscription, Unclaimed};
 pub(crate) use keys::KeySpace;
 pub(crate) use keys::{fence as fence_key, waiters as waiters_key};

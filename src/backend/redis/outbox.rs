@@ -11,11 +11,11 @@
 //! timeout, a cancelled request) loses nothing of anybody else's.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::Poll;
 
+use futures_util::future::BoxFuture;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{Cmd, RedisError, RedisResult, Value};
@@ -107,8 +107,6 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-type InFlight = Pin<Box<dyn Future<Output = ()> + Send>>;
-
 /// With this many commands out and unanswered, the sender lets the other ready tasks run before it
 /// takes a batch, so that theirs join it: the connection is busy, and a command waiting one more
 /// turn of the scheduler costs little beside the replies ahead of it. With fewer out, it sends
@@ -122,7 +120,7 @@ async fn send_batches(
     unanswered: Arc<AtomicUsize>,
     wake: Arc<Notify>,
 ) {
-    let mut in_flight: FuturesUnordered<InFlight> = FuturesUnordered::new();
+    let mut in_flight: FuturesUnordered<BoxFuture<'static, ()>> = FuturesUnordered::new();
     loop {
         tokio::select! {
             _ = wake.notified() => {}

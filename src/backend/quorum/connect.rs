@@ -1,0 +1,65 @@
+//! Connecting a quorum manager to its masters: per master a command pool (commands bounded by the
+//! node timeout) and an inbox; one wait registry and one background task for all.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+
+use super::round::majority;
+use super::{Node, QuorumBackend};
+use crate::backend::redis::{open_server, spawn_inbox, KeySpace, Server, Settings, Subscription};
+use crate::backend::{InboxStop, Wiring};
+use crate::error::LockError;
+
+/// The quorum backend over the masters at `urls`, with their inboxes running. Connects when a
+/// majority of the masters can be subscribed; the inboxes of the others keep trying in the
+/// background.
+pub(crate) async fn connect(
+    urls: &[String],
+    node_timeout: Duration,
+    settings: &Settings,
+    wiring: &Wiring,
+) -> Result<(Arc<QuorumBackend>, InboxStop), LockError> {
+    let servers = (urls.iter())
+        .map(|url| open_server(url, None, node_timeout, settings, wiring))
+        .collect::<Result<Vec<Server>, _>>()?;
+    let subscriptions = join_all(servers.iter().map(|s| s.inbox.subscribe())).await;
+    let subscriptions: Vec<_> = (servers.iter().zip(subscriptions))
+        .map(|(server, s)| s.map_err(|err| format!("{}: {err}", server.name)))
+        .collect();
+    require_majority(&subscriptions)?;
+    let nodes = (servers.iter())
+        .map(|s| Node::new(s.backend.clone(), s.name.clone()))
+        .collect();
+    let quorum = QuorumBackend::new(
+        nodes,
+        wiring.manager_id.clone(),
+        KeySpace::new(&settings.namespace).inbox_prefix(),
+        wiring.waiters.clone(),
+        node_timeout,
+        wiring.background.clone(),
+    );
+    let mut stop = InboxStop::default();
+    for (server, subscription) in servers.into_iter().zip(subscriptions) {
+        spawn_inbox(server, subscription.ok(), wiring, stop.add());
+    }
+    Ok((Arc::new(quorum), stop))
+}
+
+/// Fails unless a majority of the masters could be subscribed, naming why each other one could not.
+fn require_majority(subscriptions: &[Result<Subscription, String>]) -> Result<(), LockError> {
+    let (all, needed) = (subscriptions.len(), majority(subscriptions.len()));
+    let up = subscriptions.iter().filter(|s| s.is_ok()).count();
+    if up >= needed {
+        return Ok(());
+    }
+    let causes: Vec<&str> = (subscriptions.iter())
+        .filter_map(|s| s.as_ref().err().map(String::as_str))
+        .collect();
+    let cause = format!(
+        "only {up} of {all} Redis masters reachable; a quorum needs {needed}: {}",
+        causes.join("; ")
+    );
+    Err(LockError::unavailable("", cause))
+}
