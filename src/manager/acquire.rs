@@ -20,21 +20,6 @@ use crate::waiters::LockId;
 /// Retry after this long when the backend could not say how long the holder keeps the lock.
 const UNKNOWN_TTL_RETRY: Duration = Duration::from_millis(50);
 
-/// What a successful acquisition needs to build its guard.
-struct Win<'a> {
-    key: &'a str,
-    id: LockId,
-    owner: &'a Arc<str>,
-    token: u64,
-    lease: Duration,
-    watched: bool,
-    mode: Mode,
-    /// The lease is known valid from here,
-    since: Instant,
-    /// for this long (the lease; a fair grant's claim lease until the watchdog extends it).
-    valid_for: Duration,
-}
-
 impl Shared {
     /// Acquire `key` for `owner`; with `wait` false, one attempt only (`Ok(None)` when busy).
     pub(crate) async fn acquire(
@@ -46,178 +31,148 @@ impl Shared {
     ) -> Result<Option<LockGuard>, LockError> {
         let lock_key = LockKey::new(key)?;
         self.start();
-        let mode = opts.mode_value();
-        let started = Instant::now();
-        let deadline = opts.wait_timeout_value().map(|t| started + t);
-        let id = self.backend.lock_id(&lock_key);
-        let (lease, watched) = match opts.lease_value() {
-            Lease::Watchdog => (self.lease, true),
-            Lease::Fixed(lease) => (lease, false),
-        };
-        let mut ticket = match wait {
-            true => Some(
-                WaitTicket::new(self, &id, owner, mode, deadline)
-                    .await
-                    .ok_or_else(|| timeout(key, started))?,
-            ),
-            false => None,
-        };
-        let mut win = Win {
-            key,
-            id: id.clone(),
-            owner,
-            token: 0,
-            lease,
-            watched,
-            mode,
-            since: started,
-            valid_for: lease,
-        };
-        // the attempts that found the lock busy, and when the last one started
-        let (mut busy_attempts, mut busy_since) = (0u32, None::<Instant>);
+        let mut acquisition = Acquisition::new(self, key, &lock_key, opts, owner);
+        if wait {
+            acquisition.join_waiters().await?;
+        }
         loop {
-            if let Some(ticket) = ticket.as_ref().filter(|_| busy_attempts > 1) {
-                if ticket.waiter.grant().is_some() {
-                    // This request tried again after it joined the queue (a heartbeat, a timer or
-                    // a reconnection woke it), so its grant may be older than that attempt and
-                    // reclaimed since (a frozen process's claim ran out, the lock went on). An
-                    // attempt checks: it takes the grant if it is still ours.
-                    ticket.waiter.forget_grant();
-                    busy_attempts = 1;
-                }
-            }
-            if let Some(token) = ticket.as_ref().and_then(|t| t.waiter.grant()) {
-                // A fair grant: the lock is ours already, under a short claim lease.
-                if let Some(ticket) = ticket.as_mut() {
-                    ticket.acquired = true;
-                }
-                tracing::debug!(key, token, waited = ?started.elapsed(), "fair lock granted");
-                win.token = token;
-                // The claim lease began when Redis made the grant, which this process may learn of
-                // late (it was frozen, say). The grant came after the one attempt that found the
-                // lock busy (it joined the queue), and after the last heartbeat that found this
-                // request still queued: the claim is counted from the later of the two.
-                let queued = ticket.as_ref().map(WaitTicket::as_queued);
-                let confirmed = queued.as_ref().and_then(|q| self.queued.confirmed(q));
-                win.since = busy_since.max(confirmed).unwrap_or(started);
-                win.valid_for = self.claim.min(win.lease);
-                let lease = win.lease;
-                let (guard, lost) = self.guard(win);
-                // The watchdog's next heartbeat round (due well within the claim) extends the
-                // claim to the request's lease, batched with the other grants, and moves the
-                // guard's deadline with it.
-                if let Some(held) = ticket.as_ref().map(WaitTicket::as_held) {
-                    self.claims.add(held, lease, lost);
-                }
+            acquisition.drop_stale_grant();
+            if let Some(guard) = acquisition.take_grant() {
                 return Ok(Some(guard));
             }
             let attempt_started = Instant::now();
-            let others_waiting = ticket.as_ref().is_some_and(WaitTicket::others_waiting);
-            let queued = ticket.as_ref().is_some_and(|t| t.found_busy);
-            let waiter = ticket.as_ref().map_or(owner, |t| t.waiter.name());
-            let call = self.attempt(
-                &id,
-                owner,
-                waiter,
-                lease,
-                wait,
-                others_waiting,
-                mode,
-                queued,
-            );
-            let call = within(self.backend.attempt_timeout(), call);
-            let attempt = match deadline {
-                Some(deadline) => tokio::time::timeout_at(deadline.into(), call)
-                    .await
-                    .map_err(|_| timeout(key, started))?,
-                None => call.await,
-            };
-            let attempt = match attempt {
-                Ok(attempt) => attempt,
-                Err(err) => {
-                    let err = LockError::unavailable(key, err);
-                    return Err(leaving(ticket.as_ref(), busy_attempts, err));
-                }
-            };
-            match attempt {
+            match acquisition.attempt().await? {
                 Attempt::Acquired { token } => {
-                    if let Some(ticket) = ticket.as_mut() {
-                        ticket.acquired = true;
-                    }
-                    tracing::debug!(key, token, waited = ?started.elapsed(), "lock acquired");
-                    win.token = token;
-                    win.since = attempt_started;
-                    return Ok(Some(self.guard(win).0));
+                    return Ok(Some(acquisition.won(token, attempt_started)));
                 }
-                Attempt::OtherMode => {
-                    let err = LockError::Unsupported {
-                        key: key.to_owned(),
-                        what: mixed_modes(mode),
-                    };
-                    return Err(leaving(ticket.as_ref(), busy_attempts, err));
-                }
+                Attempt::OtherMode => return Err(acquisition.refused()),
                 Attempt::Busy { ttl } => {
-                    let Some(ticket) = ticket.as_mut() else {
+                    if acquisition.ticket.is_none() {
                         return Ok(None);
-                    };
-                    ticket.found_busy();
-                    busy_attempts += 1;
-                    busy_since = Some(attempt_started);
-                    let ttl = ttl
-                        .unwrap_or(UNKNOWN_TTL_RETRY)
-                        .max(Duration::from_millis(1));
-                    let mut until = Instant::now() + ttl;
-                    if let Some(deadline) = deadline {
-                        until = until.min(deadline);
                     }
-                    tracing::trace!(key, ?ttl, "lock busy; waiting");
-                    let woken = tokio::time::timeout_at(until.into(), ticket.waiter.woken()).await;
-                    let expired = deadline.is_some_and(|d| Instant::now() >= d);
-                    if woken.is_err() && expired && ticket.waiter.grant().is_none() {
-                        return Err(timeout(key, started));
-                    }
+                    acquisition.wait_after_busy(ttl, attempt_started).await?;
                 }
             }
         }
     }
+}
 
-    /// Build the guard of a won lock, and its lost signal.
-    fn guard(self: &Arc<Self>, win: Win<'_>) -> (LockGuard, Arc<LostSignal>) {
-        let valid_until = win.since + win.valid_for;
-        let lost = if win.watched {
-            self.leases.hold(&win.id, win.owner, win.token, valid_until)
-        } else {
-            Arc::new(LostSignal::new(Some(valid_until)))
+/// One call of [`Shared::acquire`]: what it asks for, and how far it has come.
+struct Acquisition<'a> {
+    shared: &'a Arc<Shared>,
+    key: &'a str,
+    id: LockId,
+    owner: &'a Arc<str>,
+    mode: Mode,
+    lease: Duration,
+    /// Kept by the watchdog (else a fixed lease).
+    watched: bool,
+    started: Instant,
+    deadline: Option<Instant>,
+    /// The request's place among the local waiters, when it may wait.
+    ticket: Option<WaitTicket>,
+    /// The attempts that found the lock busy,
+    busy_attempts: u32,
+    /// and when the last one started.
+    busy_since: Option<Instant>,
+}
+
+impl<'a> Acquisition<'a> {
+    fn new(
+        shared: &'a Arc<Shared>,
+        key: &'a str,
+        lock_key: &LockKey,
+        opts: &LockOptions,
+        owner: &'a Arc<str>,
+    ) -> Self {
+        let started = Instant::now();
+        let (lease, watched) = match opts.lease_value() {
+            Lease::Watchdog => (shared.lease, true),
+            Lease::Fixed(lease) => (lease, false),
         };
-        let info = LockInfo::new(Arc::from(win.key), win.token, lost.clone());
-        let held = Held {
-            shared: self.clone(),
-            id: win.id,
-            owner: win.owner.clone(),
-            token: win.token,
-            watched: win.watched,
-            lost: lost.clone(),
-            mode: win.mode,
-        };
-        (LockGuard::new(info, held), lost)
+        Acquisition {
+            shared,
+            key,
+            id: shared.backend.lock_id(lock_key),
+            owner,
+            mode: opts.mode_value(),
+            lease,
+            watched,
+            started,
+            deadline: opts.wait_timeout_value().map(|t| started + t),
+            ticket: None,
+            busy_attempts: 0,
+            busy_since: None,
+        }
     }
 
-    /// One attempt, finished in the background (and released if it won) should the caller go away.
-    #[allow(clippy::too_many_arguments)]
-    fn attempt(
-        self: &Arc<Self>,
-        id: &LockId,
-        owner: &Arc<str>,
-        waiter: &Arc<str>,
-        lease: Duration,
-        will_wait: bool,
-        others_waiting: bool,
-        mode: Mode,
-        queued: bool,
-    ) -> MustComplete<Result<Attempt, BoxError>> {
-        let backend = self.backend.clone();
-        let (id, owner, waiter) = (id.clone(), owner.clone(), waiter.clone());
-        let (undo_backend, undo_id, undo_owner) = (backend.clone(), id.clone(), owner.clone());
+    /// Take a place among the local waiters of the lock (after any request of the same owner).
+    async fn join_waiters(&mut self) -> Result<(), LockError> {
+        let (shared, id, owner) = (self.shared, &self.id, self.owner);
+        let ticket = WaitTicket::new(shared, id, owner, self.mode, self.deadline).await;
+        self.ticket = Some(ticket.ok_or_else(|| self.timeout())?);
+        Ok(())
+    }
+
+    /// A request that tried again after it joined the queue (a heartbeat, a timer or a
+    /// reconnection woke it) may hold a grant older than that attempt and reclaimed since (a frozen
+    /// process's claim ran out, the lock went on): forget it, and let an attempt check whether the
+    /// grant is still ours (it takes it if so).
+    fn drop_stale_grant(&mut self) {
+        let Some(ticket) = self.ticket.as_ref().filter(|_| self.busy_attempts > 1) else {
+            return;
+        };
+        if ticket.grant().is_some() {
+            ticket.forget_grant();
+            self.busy_attempts = 1;
+        }
+    }
+
+    /// A fair grant received: the lock is ours already, under a short claim lease.
+    fn take_grant(&mut self) -> Option<LockGuard> {
+        let ticket = self.ticket.as_mut()?;
+        let token = ticket.grant()?;
+        ticket.acquired();
+        let (queued, held) = (ticket.as_queued(), ticket.as_held());
+        tracing::debug!(key = self.key, token, waited = ?self.started.elapsed(), "fair lock granted");
+        // The claim lease began when Redis made the grant, which this process may learn of late
+        // (it was frozen, say). The grant came after the one attempt that found the lock busy (it
+        // joined the queue), and after the last heartbeat that found this request still queued:
+        // the claim is counted from the later of the two.
+        let confirmed = self.shared.queued.confirmed(&queued);
+        let since = self.busy_since.max(confirmed).unwrap_or(self.started);
+        let claim = self.shared.claim.min(self.lease);
+        let (guard, lost) = self.guard(token, since, claim);
+        // The watchdog's next heartbeat round (due well within the claim) extends the claim to
+        // the request's lease, batched with the other grants, and moves the guard's deadline.
+        self.shared.claims.add(held, self.lease, lost);
+        Some(guard)
+    }
+
+    /// One attempt, bounded by the backend's attempt timeout and the wait deadline.
+    async fn attempt(&self) -> Result<Attempt, LockError> {
+        let call = within(self.shared.backend.attempt_timeout(), self.call());
+        let attempt = match self.deadline {
+            Some(deadline) => (tokio::time::timeout_at(deadline.into(), call).await)
+                .map_err(|_| self.timeout())?,
+            None => call.await,
+        };
+        attempt.map_err(|err| self.leaving(LockError::unavailable(self.key, err)))
+    }
+
+    /// The attempt's backend call, finished in the background (and released if it won) should
+    /// the caller go away.
+    fn call(&self) -> MustComplete<Result<Attempt, BoxError>> {
+        let backend = self.shared.backend.clone();
+        let (id, owner) = (self.id.clone(), self.owner.clone());
+        let waiter = self
+            .ticket
+            .as_ref()
+            .map_or(self.owner, WaitTicket::name)
+            .clone();
+        let (lease, mode, will_wait) = (self.lease, self.mode, self.ticket.is_some());
+        let others_waiting = self.ticket.as_ref().is_some_and(WaitTicket::others_waiting);
+        let queued = self.ticket.as_ref().is_some_and(WaitTicket::is_queued);
         let call = Box::pin(async move {
             let req = AcquireRequest {
                 id: &id,
@@ -231,18 +186,117 @@ impl Shared {
             };
             backend.try_acquire(&req).await
         });
-        let undo: Undo<_> = Box::new(move |out: Result<Attempt, BoxError>| -> Option<Work> {
-            match out {
-                Ok(Attempt::Acquired { token }) => Some(Box::pin(async move {
-                    let _ = undo_backend
-                        .release(&undo_id, &undo_owner, mode, token, true)
-                        .await;
-                })),
-                _ => None,
-            }
-        });
-        MustComplete::new(call, &self.background).with_undo(undo)
+        let undo = release_if_won(self.shared, &self.id, self.owner, mode);
+        MustComplete::new(call, &self.shared.background).with_undo(undo)
     }
+
+    /// The lock was taken by the attempt that started at `attempt_started`.
+    fn won(mut self, token: u64, attempt_started: Instant) -> LockGuard {
+        if let Some(ticket) = self.ticket.as_mut() {
+            ticket.acquired();
+        }
+        tracing::debug!(key = self.key, token, waited = ?self.started.elapsed(), "lock acquired");
+        self.guard(token, attempt_started, self.lease).0
+    }
+
+    /// The lock is held or waited for in the other mode.
+    fn refused(&self) -> LockError {
+        let what = mixed_modes(self.mode);
+        self.leaving(LockError::Unsupported {
+            key: self.key.to_owned(),
+            what,
+        })
+    }
+
+    /// The attempt that started at `attempt_started` found the lock busy: sleep until a wake-up,
+    /// the holder's lease would have run out (`ttl`), or the deadline.
+    async fn wait_after_busy(
+        &mut self,
+        ttl: Option<Duration>,
+        attempt_started: Instant,
+    ) -> Result<(), LockError> {
+        let Some(ticket) = self.ticket.as_mut() else {
+            return Ok(());
+        };
+        ticket.found_busy();
+        self.busy_attempts += 1;
+        self.busy_since = Some(attempt_started);
+        let ttl = ttl
+            .unwrap_or(UNKNOWN_TTL_RETRY)
+            .max(Duration::from_millis(1));
+        let mut until = Instant::now() + ttl;
+        if let Some(deadline) = self.deadline {
+            until = until.min(deadline);
+        }
+        tracing::trace!(key = self.key, ?ttl, "lock busy; waiting");
+        let woken = tokio::time::timeout_at(until.into(), ticket.woken()).await;
+        let expired = self.deadline.is_some_and(|d| Instant::now() >= d);
+        if woken.is_err() && expired && ticket.grant().is_none() {
+            return Err(self.timeout());
+        }
+        Ok(())
+    }
+
+    /// Build the guard of a won lock, valid from `since` for `valid_for`, and its lost signal.
+    fn guard(
+        &self,
+        token: u64,
+        since: Instant,
+        valid_for: Duration,
+    ) -> (LockGuard, Arc<LostSignal>) {
+        let valid_until = since + valid_for;
+        let lost = if self.watched {
+            (self.shared.leases).hold(&self.id, self.owner, token, valid_until)
+        } else {
+            Arc::new(LostSignal::new(Some(valid_until)))
+        };
+        let info = LockInfo::new(Arc::from(self.key), token, lost.clone());
+        let held = Held {
+            shared: self.shared.clone(),
+            id: self.id.clone(),
+            owner: self.owner.clone(),
+            token,
+            watched: self.watched,
+            lost: lost.clone(),
+            mode: self.mode,
+        };
+        (LockGuard::new(info, held), lost)
+    }
+
+    /// A request that had waited leaves with `err`: a wake-up that led to its last attempt (or a
+    /// timer did, which costs one more check) is passed on as it leaves, else the next waiter
+    /// sleeps on.
+    fn leaving(&self, err: LockError) -> LockError {
+        if let Some(ticket) = self.ticket.as_ref().filter(|_| self.busy_attempts > 0) {
+            ticket.keep_wake();
+        }
+        err
+    }
+
+    fn timeout(&self) -> LockError {
+        LockError::Timeout {
+            key: self.key.to_owned(),
+            waited: self.started.elapsed(),
+        }
+    }
+}
+
+/// The undo of an attempt whose caller went away: release the lock if the attempt took it.
+fn release_if_won(
+    shared: &Shared,
+    id: &LockId,
+    owner: &Arc<str>,
+    mode: Mode,
+) -> Undo<Result<Attempt, BoxError>> {
+    let (backend, id, owner) = (shared.backend.clone(), id.clone(), owner.clone());
+    Box::new(move |out| -> Option<Work> {
+        match out {
+            Ok(Attempt::Acquired { token }) => Some(Box::pin(async move {
+                let _ = backend.release(&id, &owner, mode, token, true).await;
+            })),
+            _ => None,
+        }
+    })
 }
 
 /// The outcome of `call`, or an error once `limit` has passed. A call cut off that way finishes in
@@ -259,16 +313,6 @@ async fn within(
         .unwrap_or_else(|_| Err(format!("Redis did not answer within {limit:?}").into()))
 }
 
-/// A request that had waited (`busy_attempts` found the lock busy) leaves with `err`: a wake-up
-/// that led to its last attempt (or a timer did, which costs one more check) is passed on as it
-/// leaves, else the next waiter sleeps on.
-fn leaving(ticket: Option<&WaitTicket>, busy_attempts: u32, err: LockError) -> LockError {
-    if let Some(ticket) = ticket.filter(|_| busy_attempts > 0) {
-        ticket.waiter.keep_wake();
-    }
-    err
-}
-
 /// Why a request of `mode` was refused on a lock held or waited for in the other mode.
 fn mixed_modes(mode: Mode) -> &'static str {
     match mode {
@@ -276,12 +320,5 @@ fn mixed_modes(mode: Mode) -> &'static str {
             "a fair request on a lock held or waited for in exclusive mode: one lock takes one mode"
         }
         _ => "an exclusive request on a lock held or queued for in fair mode: one lock takes one mode",
-    }
-}
-
-fn timeout(key: &str, started: Instant) -> LockError {
-    LockError::Timeout {
-        key: key.to_owned(),
-        waited: started.elapsed(),
     }
 }

@@ -11,15 +11,16 @@ use crate::waiters::{LockId, Waiter};
 
 /// A request's place among the local waiters of one lock, for as long as it waits.
 pub(super) struct WaitTicket {
-    pub(super) shared: Arc<Shared>,
-    pub(super) id: LockId,
-    pub(super) owner: Arc<str>,
-    pub(super) mode: Mode,
-    pub(super) waiter: Arc<Waiter>,
+    shared: Arc<Shared>,
+    id: LockId,
+    owner: Arc<str>,
+    mode: Mode,
+    waiter: Arc<Waiter>,
     /// An attempt found the lock busy: the backend recorded this request as waiting (fair mode:
     /// it joined the lock's queue, and the watchdog heartbeats it).
-    pub(super) found_busy: bool,
-    pub(super) acquired: bool,
+    found_busy: bool,
+    /// The request took the lock: its leaving asks nothing of the backend.
+    acquired: bool,
 }
 
 impl WaitTicket {
@@ -59,6 +60,42 @@ impl WaitTicket {
         }
     }
 
+    /// This wait's name (see [`Waiter::name`]).
+    pub(super) fn name(&self) -> &Arc<str> {
+        self.waiter.name()
+    }
+
+    /// The token of a fair grant made to this wait, if one arrived.
+    pub(super) fn grant(&self) -> Option<u64> {
+        self.waiter.grant()
+    }
+
+    /// Forget a grant that may be stale: an attempt will check it.
+    pub(super) fn forget_grant(&self) {
+        self.waiter.forget_grant();
+    }
+
+    /// Resolves after a wake-up (at once when one arrived since the last call).
+    pub(super) async fn woken(&self) {
+        self.waiter.woken().await
+    }
+
+    /// Pass the last wake-up on when this request leaves without the lock.
+    pub(super) fn keep_wake(&self) {
+        self.waiter.keep_wake();
+    }
+
+    /// The request took the lock (by an attempt or a grant).
+    pub(super) fn acquired(&mut self) {
+        self.acquired = true;
+    }
+
+    /// Whether an attempt found the lock busy (the backend records this request as waiting).
+    pub(super) fn is_queued(&self) -> bool {
+        self.found_busy
+    }
+
+    /// Whether other local requests wait for the lock.
     pub(super) fn others_waiting(&self) -> bool {
         self.shared.waiters.has_others(&self.id)
     }
