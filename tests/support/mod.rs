@@ -11,6 +11,7 @@
 
 pub mod fixture;
 pub mod masters;
+pub mod proxy;
 mod resp;
 mod spawn;
 pub mod stats;
