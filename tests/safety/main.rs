@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod beat_round;
 mod cancelled_take;
 mod drift;
 mod failed_wake;

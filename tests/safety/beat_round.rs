@@ -1,0 +1,166 @@
+//! Fair mode on a slow Redis: a live waiter is not evicted because its manager's watchdog was
+//! extending fresh grants. The beat round heartbeats the queued waiters side by side with the claim
+//! extensions, not after them.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tower_lock::{LockManager, LockOptions};
+
+use super::support::proxy::Proxy;
+use super::support::{redis_cmd, wait_until, RedisServer};
+
+/// The fair eviction of every manager: a beat round every 300 ms.
+const EVICTION: Duration = Duration::from_millis(900);
+/// Added by the proxy each way: a round trip of the slow manager takes 600 ms (2/3 of the
+/// eviction), so a heartbeat sent after a claim extension lands 1.2 s after the one before it
+/// (1/3 of the eviction late), and one sent beside it 600 ms after (1/3 early).
+const DELAY: Duration = Duration::from_millis(300);
+/// How long the waiter is watched: more than six evictions, five serial rounds with claims.
+const WINDOW: Duration = Duration::from_secs(6);
+/// How long the slow manager holds each fresh grant: longer than a beat round, so that the round
+/// after the grant finds its claim to extend.
+const HOLD: Duration = Duration::from_millis(1500);
+/// Tasks granting the slow manager fresh locks all through the window.
+const CHURNS: usize = 8;
+
+async fn manager(url: String) -> LockManager {
+    LockManager::builder()
+        .redis(url)
+        .fair_eviction(EVICTION)
+        .build()
+        .await
+        .unwrap()
+}
+
+fn queue(key: &str) -> String {
+    format!("{{tower-lock:{key}}}:ql")
+}
+
+/// Until aborted, grant `slow` fair locks: `fast` holds a fresh key, `slow` queues for it, `fast`
+/// lets go (the release grants it to `slow` under a claim lease), `slow` holds it for `HOLD`.
+/// Counts the grants in `grants`.
+async fn churn(
+    n: usize,
+    port: u16,
+    fast: LockManager,
+    slow: LockManager,
+    grants: Arc<AtomicUsize>,
+) {
+    let fair = LockOptions::fair();
+    for round in 0.. {
+        let key = format!("churn-{n}-{round}");
+        let held = fast.acquire(&key, &fair).await.unwrap();
+        let waiting = tokio::spawn({
+            let (slow, key) = (slow.clone(), key.clone());
+            async move { slow.acquire(&key, &fair).await }
+        });
+        let queue = queue(&key);
+        while redis_cmd(port, &["LLEN", &queue]).unwrap().as_int() != Some(1) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        held.release().await.unwrap();
+        let granted = waiting.await.unwrap().unwrap();
+        grants.fetch_add(1, Ordering::Relaxed);
+        tokio::time::sleep(HOLD).await;
+        // the claim may have run out before the slow round trips extended it: that is no matter
+        let _ = granted.release().await;
+    }
+}
+
+/// Manager `slow` reaches Redis through a proxy that adds 300 ms each way. Its request waits for
+/// the fair lock `k`, held by another manager; a request of a third manager waits behind it. All
+/// the while `slow` is granted other fair locks, so that its watchdog's beat rounds have claims to
+/// extend. For six seconds the waiter must stay at the head of the queue with its heartbeat key
+/// alive; the holder lets go at the end, or as soon as the waiter could be evicted (its
+/// heartbeat key gone): the lock must go to the waiter first, then to the later one. (When a round
+/// awaited the claim extensions before it sent the heartbeats, each round with claims landed its
+/// heartbeat 1.2 s after the last one: the key ran out every such round, and the release passed
+/// the live waiter over.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_claim_extensions_do_not_evict_a_live_fair_waiter() {
+    let server = RedisServer::start();
+    let port = server.port();
+    let proxy = Proxy::start(port);
+    let holder = manager(server.url()).await;
+    let later = manager(server.url()).await;
+    let slow = manager(proxy.url()).await;
+    let fair = LockOptions::fair();
+    let held = holder.acquire("k", &fair).await.unwrap();
+
+    let queued = |n| move || redis_cmd(port, &["LLEN", &queue("k")]).unwrap().as_int() == Some(n);
+    let first = tokio::spawn({
+        let slow = slow.clone();
+        async move {
+            let guard = slow.acquire("k", &fair).await.unwrap();
+            let token = guard.fencing_token();
+            // a claim run out first (slow round trips) frees the lock as well
+            let _ = guard.release().await;
+            token
+        }
+    });
+    assert!(wait_until(Duration::from_secs(5), queued(1)));
+    let waiter = server
+        .cmd(&["LINDEX", &queue("k"), "0"])
+        .as_string()
+        .unwrap();
+    let heartbeat = format!("{{tower-lock:k}}:hb:{waiter}");
+    let second = tokio::spawn({
+        let later = later.clone();
+        async move {
+            let guard = later.acquire("k", &fair).await.unwrap();
+            let token = guard.fencing_token();
+            // a claim run out first (slow round trips) frees the lock as well
+            let _ = guard.release().await;
+            token
+        }
+    });
+    assert!(wait_until(Duration::from_secs(5), queued(2)));
+
+    proxy.set_delay(DELAY);
+    let grants = Arc::new(AtomicUsize::new(0));
+    let churns: Vec<_> = (0..CHURNS)
+        .map(|n| {
+            let (holder, slow, grants) = (holder.clone(), slow.clone(), grants.clone());
+            tokio::spawn(churn(n, port, holder, slow, grants))
+        })
+        .collect();
+
+    // the waiter is live as long as it heads the queue with its heartbeat key alive
+    let live = || {
+        let head = server.cmd(&["LINDEX", &queue("k"), "0"]).as_string();
+        head.as_deref() == Some(waiter.as_str())
+            && server.cmd(&["EXISTS", &heartbeat]).as_int() == Some(1)
+    };
+    let started = Instant::now();
+    let mut evictable = None;
+    while started.elapsed() < WINDOW {
+        if !live() {
+            evictable = Some(started.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // the worst moment to let go, if there is one: the release evicts a waiter found dead
+    held.release().await.unwrap();
+    let grants = grants.load(Ordering::Relaxed);
+    churns.iter().for_each(|churn| churn.abort());
+    proxy.heal();
+
+    let waited = Duration::from_secs(10);
+    let first = tokio::time::timeout(waited, first).await;
+    let second = tokio::time::timeout(waited, second).await;
+    let (first, second) = (first.unwrap().unwrap(), second.unwrap().unwrap());
+    assert!(
+        first < second,
+        "the later waiter got the lock first (token {second} before {first}): the live waiter \
+         was evicted, its heartbeat key gone {evictable:?} into the window ({grants} grants)"
+    );
+    assert_eq!(evictable, None, "the waiter could have been evicted");
+    assert!(
+        grants >= 3,
+        "only {grants} grants: the beat rounds had few claims to extend"
+    );
+}
