@@ -49,18 +49,20 @@ pub mod layer;
 mod lease;
 mod manager;
 mod options;
+mod request;
 mod waiters;
 mod watchdog;
 
 #[cfg(feature = "redis")]
 pub use backend::redis::RedisPool;
 pub use error::{BoxError, KeyError, LockError};
-pub use layer::{HeldLocks, LockLayer, LockService, OnLeaseLost, RejectReason, Rejection};
+pub use layer::{LockLayer, LockService};
 pub use manager::{
     LockGuard, LockInfo, LockManager, LockManagerBuilder, LockOwner, DEFAULT_COMMAND_TIMEOUT,
     DEFAULT_FAIR_EVICTION, DEFAULT_LEASE, DEFAULT_NODE_TIMEOUT,
 };
 pub use options::{Lease, LockOptions, Mode};
+pub use request::{HeldLocks, OnLeaseLost, RejectReason, Rejection};
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -9,8 +9,7 @@ use actix_web::body::{BodySize, BoxBody, MessageBody};
 use bytes::Bytes;
 use pin_project::pin_project;
 
-use crate::layer::policy::{BoxFuture, Hold};
-use crate::layer::LeaseLostError;
+use crate::request::BodyGuards;
 
 /// The response body of a [`LockMiddleware`](super::LockMiddleware): the wrapped service's body,
 /// or the body of a rejection the middleware sent itself.
@@ -18,7 +17,8 @@ use crate::layer::LeaseLostError;
 /// With [`LockMiddleware::hold_until_body_end`](super::LockMiddleware::hold_until_body_end), the
 /// request's locks are released when the body ends, fails or is dropped, rather than when the
 /// response is ready; under [`OnLeaseLost::Abort`](crate::OnLeaseLost::Abort) a lease lost while
-/// the body streams ends it with a [`LeaseLostError`].
+/// the body streams ends it with a
+/// [`LeaseLostError`](crate::request::LeaseLostError).
 #[pin_project]
 pub struct LockBody<B> {
     #[pin]
@@ -30,9 +30,7 @@ enum Kind<B> {
     Inner {
         #[pin]
         body: B,
-        hold: Option<Hold>,
-        /// Set when a lost lease must end the body (abort policy).
-        lost: Option<BoxFuture<()>>,
+        guards: BodyGuards,
     },
     Rejection {
         #[pin]
@@ -41,10 +39,10 @@ enum Kind<B> {
 }
 
 impl<B> LockBody<B> {
-    /// The wrapped service's body; `hold` (if any) is released when it ends.
-    pub(crate) fn inner(body: B, hold: Option<Hold>, lost: Option<BoxFuture<()>>) -> Self {
+    /// The wrapped service's body, which keeps `guards` until it ends.
+    pub(crate) fn inner(body: B, guards: BodyGuards) -> Self {
         LockBody {
-            kind: Kind::Inner { body, hold, lost },
+            kind: Kind::Inner { body, guards },
         }
     }
 
@@ -59,9 +57,9 @@ impl<B> LockBody<B> {
 impl<B> std::fmt::Debug for LockBody<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.kind {
-            Kind::Inner { hold, .. } => f
+            Kind::Inner { guards, .. } => f
                 .debug_struct("LockBody")
-                .field("holds_locks", &hold.is_some())
+                .field("holds_locks", &guards.is_holding())
                 .finish(),
             Kind::Rejection { .. } => f
                 .debug_struct("LockBody")
@@ -90,27 +88,8 @@ where
     ) -> Poll<Option<Result<Bytes, Self::Error>>> {
         match self.project().kind.project() {
             KindProj::Rejection { body } => body.poll_next(cx),
-            KindProj::Inner { body, hold, lost } => {
-                if let Some(signal) = lost.as_mut() {
-                    if signal.as_mut().poll(cx).is_ready() {
-                        *lost = None;
-                        *hold = None;
-                        return Poll::Ready(Some(Err(Box::new(LeaseLostError))));
-                    }
-                }
-                match std::task::ready!(body.poll_next(cx)) {
-                    Some(Ok(chunk)) => Poll::Ready(Some(Ok(chunk))),
-                    Some(Err(err)) => {
-                        *hold = None;
-                        *lost = None;
-                        Poll::Ready(Some(Err(err.into())))
-                    }
-                    None => {
-                        *hold = None;
-                        *lost = None;
-                        Poll::Ready(None)
-                    }
-                }
+            KindProj::Inner { body, guards } => {
+                guards.poll_next(cx, |cx| body.poll_next(cx).map_err(Into::into))
             }
         }
     }
@@ -118,13 +97,9 @@ where
     fn try_into_bytes(self) -> Result<Bytes, Self> {
         match self.kind {
             // A held lock must last until the body has been sent: stream it.
-            Kind::Inner {
-                body,
-                hold: None,
-                lost: None,
-            } => body
+            Kind::Inner { body, guards } if !guards.is_holding() => body
                 .try_into_bytes()
-                .map_err(|body| LockBody::inner(body, None, None)),
+                .map_err(|body| LockBody::inner(body, guards)),
             Kind::Rejection { body } => body.try_into_bytes().map_err(LockBody::rejection),
             kind @ Kind::Inner { .. } => Err(LockBody { kind }),
         }

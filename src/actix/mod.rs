@@ -51,8 +51,8 @@
 //!
 //! The handler finds in the request extensions the request's [`LockOwner`](crate::LockOwner)
 //! (`web::ReqData<LockOwner>`: acquire through it to re-enter the request's locks; nested lock
-//! middlewares reuse it), a [`LockInfo`] for the first lock (`web::ReqData<LockInfo>`) and
-//! [`HeldLocks`], every lock held for the request so far.
+//! middlewares reuse it), a [`LockInfo`](crate::LockInfo) for the first lock (`web::ReqData<LockInfo>`) and
+//! [`HeldLocks`](crate::HeldLocks), every lock held for the request so far.
 //!
 //! **Workers.** `HttpServer::new` calls its factory once per worker thread. Build the manager once,
 //! before the server, and clone it into the factory; build the middleware there too and clone it in
@@ -80,10 +80,8 @@ pub use body::LockBody;
 pub use service::LockMiddlewareService;
 
 use crate::key::KeyExtractor;
-use crate::layer::policy::Policy;
-use crate::layer::{HeldLocks, Rejection};
 use crate::manager::LockManager;
-use crate::LockInfo;
+use crate::request::{Policy, Rejection};
 
 /// A custom rejection response.
 type RejectFn = Arc<dyn Fn(&Rejection) -> HttpResponse + Send + Sync>;
@@ -92,7 +90,7 @@ type RejectFn = Arc<dyn Fn(&Rejection) -> HttpResponse + Send + Sync>;
 /// from it: see the [module docs](self).
 ///
 /// Defaults, as for [`LockLayer`](crate::LockLayer): exclusive locks kept by the manager's
-/// watchdog, a wait of at most [`DEFAULT_WAIT_TIMEOUT`](crate::layer::DEFAULT_WAIT_TIMEOUT)
+/// watchdog, a wait of at most [`DEFAULT_WAIT_TIMEOUT`](crate::request::DEFAULT_WAIT_TIMEOUT)
 /// (10 s), no limit on waiters, locks released when the response is ready, the handler left running
 /// if its lease is lost, `Retry-After: 1`.
 ///
@@ -147,7 +145,7 @@ impl<K: KeyExtractor> LockMiddleware<K> {
         }
     }
 
-    crate::layer::policy::policy_options!();
+    crate::request::policy_options!();
 
     /// Answer rejected requests with `reject`'s response instead of the default one (which
     /// [`rejection_response`] still builds, to start from).
@@ -229,19 +227,4 @@ pub fn rejection_response(rejection: &Rejection) -> HttpResponse {
         builder.append_header((name.as_str(), value.as_bytes()));
     }
     builder.body(response.into_body())
-}
-
-/// Tell the handler what the request holds: a [`LockInfo`] for the first lock of this middleware,
-/// and every lock of every lock middleware so far in [`HeldLocks`].
-fn publish(infos: impl Iterator<Item = LockInfo>, extensions: &mut actix_web::dev::Extensions) {
-    let mut infos = infos.peekable();
-    let Some(first) = infos.peek().cloned() else {
-        return;
-    };
-    let mut held = extensions.remove::<HeldLocks>().unwrap_or_default();
-    for info in infos {
-        held.push(info);
-    }
-    extensions.insert(held);
-    extensions.insert(first);
 }

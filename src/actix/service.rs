@@ -1,6 +1,6 @@
 //! `LockMiddlewareService`: derives the request's lock names synchronously in `call` and returns a
-//! future that acquires them (through the tower layer's policy), calls the wrapped service, and
-//! holds the locks until its response (or, when asked, its body) is done.
+//! future that acquires them, calls the wrapped service, and holds the locks until its response
+//! (or, when asked, its body) is done, all through the request core.
 //!
 //! Dropping the future (actix-web does when the connection fails) at any point is safe: a pending
 //! acquisition is abandoned by the manager, held locks are released in the background.
@@ -12,15 +12,14 @@ use std::task::{Context, Poll};
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
 use actix_web::HttpMessage;
-use futures_util::future::{Either, LocalBoxFuture};
+use futures_util::future::LocalBoxFuture;
 
 use super::body::LockBody;
-use super::{publish, Rejecter};
+use super::Rejecter;
 use crate::error::LockError;
 use crate::key::KeyExtractor;
-use crate::layer::policy::Hold;
-use crate::layer::{OnLeaseLost, RejectReason, Rejection};
-use crate::manager::{LockManager, LockOwner};
+use crate::manager::LockManager;
+use crate::request::{owner, publish, BodyGuards, LockedCall, OnLeaseLost, Rejection};
 
 /// The service a [`LockMiddleware`](super::LockMiddleware) wraps around a service: every request
 /// runs under the locks its extractor names.
@@ -86,76 +85,31 @@ where
         if keys.is_empty() {
             return Box::pin(async move {
                 let response = service.call(req).await?;
-                Ok(response.map_body(|_, body| LockBody::inner(body, None, None)))
+                Ok(response.map_body(|_, body| LockBody::inner(body, BodyGuards::default())))
             });
         }
-        // Re-enter through the request's owner, unless it belongs to another manager (a nested
-        // middleware over a different backend): then this middleware's locks get an owner of
-        // their own.
-        let existing = req.extensions().get::<LockOwner>().cloned();
-        let owner = match existing {
-            Some(owner) if owner.belongs_to(&self.manager) => owner,
-            Some(_) => self.manager.owner(),
-            None => {
-                let owner = self.manager.owner();
-                req.extensions_mut().insert(owner.clone());
-                owner
-            }
-        };
+        let owner = owner(&self.manager, &mut *req.extensions_mut());
         Box::pin(async move {
             let policy = rejecter.policy.clone();
-            let hold = match policy
-                .clone()
-                .acquire(owner, keys.into_sorted(), None)
-                .await
-            {
-                Ok(hold) => hold,
+            let acquired = policy.clone().acquire(owner, keys.into_sorted(), None);
+            let guards = match acquired.await {
+                Ok(guards) => guards,
                 Err(rejection) => return Ok(reject(&rejecter, req.into_parts().0, rejection)),
             };
-            publish(hold.infos(), &mut req.extensions_mut());
-            let response = match policy.on_lease_lost {
-                OnLeaseLost::Abort => {
-                    // Kept to answer with when the handler is dropped.
-                    let request = req.request().clone();
-                    match call_until_lost(&*service, req, &hold).await {
-                        Some(response) => response?,
-                        None => {
-                            let rejection =
-                                Rejection::new(RejectReason::LeaseLost, hold.first_key(), None);
-                            drop(hold);
-                            return Ok(reject(&rejecter, request, rejection));
-                        }
-                    }
+            publish(&guards, &mut *req.extensions_mut());
+            // Kept to answer with when a lost lease drops the handler.
+            let request =
+                (policy.on_lease_lost == OnLeaseLost::Abort).then(|| req.request().clone());
+            match LockedCall::new(service.call(req), Some(guards), &policy).await {
+                Ok((response, guards)) => {
+                    Ok(response?.map_body(|_, body| LockBody::inner(body, guards)))
                 }
-                OnLeaseLost::Continue => service.call(req).await?,
-            };
-            if !policy.hold_body {
-                drop(hold);
-                return Ok(response.map_body(|_, body| LockBody::inner(body, None, None)));
+                Err(rejection) => match request {
+                    Some(request) => Ok(reject(&rejecter, request, rejection)),
+                    None => unreachable!("only the abort policy rejects a running handler"),
+                },
             }
-            let lost = match policy.on_lease_lost {
-                OnLeaseLost::Abort => Some(hold.lost()),
-                OnLeaseLost::Continue => None,
-            };
-            Ok(response.map_body(|_, body| LockBody::inner(body, Some(hold), lost)))
         })
-    }
-}
-
-/// Call `service` with `req` unless a lease of `hold` is lost first: then the handler's future is
-/// dropped (cancelled at its next `.await`) and the answer is `None`.
-async fn call_until_lost<S, B>(
-    service: &S,
-    req: ServiceRequest,
-    hold: &Hold,
-) -> Option<Result<ServiceResponse<B>, S::Error>>
-where
-    S: Service<ServiceRequest, Response = ServiceResponse<B>>,
-{
-    let call = std::pin::pin!(service.call(req));
-    match futures_util::future::select(call, hold.lost()).await {
-        Either::Left((response, _)) => Some(response),
-        Either::Right(((), _)) => None,
     }
 }
 

@@ -1,5 +1,6 @@
 //! [`RequestView`] for actix-web requests, so that the key extractors of [`key`](crate::key) serve
-//! actix-web (on `http` 0.2) as they serve tower (on `http` 1.x).
+//! actix-web (on `http` 0.2) as they serve tower (on `http` 1.x); and its extensions as the request
+//! core's [`Extensions`], so that owners and lock infos are stored there as in `http` requests.
 
 use std::any::Any;
 
@@ -7,6 +8,7 @@ use actix_web::dev::ServiceRequest;
 use actix_web::HttpMessage;
 
 use crate::key::RequestView;
+use crate::request::Extensions;
 
 /// The method, the raw path (not percent-decoded, without the query), the headers and the
 /// extensions (an [`actix_web::dev::Extensions`], which
@@ -29,6 +31,20 @@ impl RequestView for ServiceRequest {
     fn visit_extensions(&self, visit: &mut dyn FnMut(&dyn Any)) {
         let extensions = self.extensions();
         visit(&*extensions);
+    }
+}
+
+impl Extensions for actix_web::dev::Extensions {
+    fn get<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        actix_web::dev::Extensions::get(self)
+    }
+
+    fn insert<T: Clone + Send + Sync + 'static>(&mut self, value: T) {
+        actix_web::dev::Extensions::insert(self, value);
+    }
+
+    fn remove<T: Send + Sync + 'static>(&mut self) -> Option<T> {
+        actix_web::dev::Extensions::remove(self)
     }
 }
 

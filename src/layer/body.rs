@@ -8,8 +8,8 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project::pin_project;
 
-use super::policy::{BoxFuture, Hold};
 use crate::error::BoxError;
+use crate::request::BodyGuards;
 
 /// The response body of a [`LockService`](super::LockService): the inner service's body, or the
 /// body of a rejection the layer sent itself.
@@ -28,9 +28,7 @@ enum Kind<B> {
     Inner {
         #[pin]
         body: B,
-        hold: Option<Hold>,
-        /// Set when a lost lease must end the body (abort policy).
-        lost: Option<BoxFuture<()>>,
+        guards: BodyGuards,
     },
     Rejection {
         data: Option<Bytes>,
@@ -38,10 +36,10 @@ enum Kind<B> {
 }
 
 impl<B> LockBody<B> {
-    /// The inner service's body; `hold` (if any) is released when it ends.
-    pub(crate) fn inner(body: B, hold: Option<Hold>, lost: Option<BoxFuture<()>>) -> Self {
+    /// The inner service's body, which keeps `guards` until it ends.
+    pub(crate) fn inner(body: B, guards: BodyGuards) -> Self {
         LockBody {
-            kind: Kind::Inner { body, hold, lost },
+            kind: Kind::Inner { body, guards },
         }
     }
 
@@ -58,9 +56,9 @@ impl<B> LockBody<B> {
 impl<B> std::fmt::Debug for LockBody<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.kind {
-            Kind::Inner { hold, .. } => f
+            Kind::Inner { guards, .. } => f
                 .debug_struct("LockBody")
-                .field("holds_locks", &hold.is_some())
+                .field("holds_locks", &guards.is_holding())
                 .finish(),
             Kind::Rejection { data } => {
                 f.debug_struct("LockBody").field("rejection", data).finish()
@@ -68,11 +66,6 @@ impl<B> std::fmt::Debug for LockBody<B> {
         }
     }
 }
-
-/// The error that ends a body whose lease was lost under [`OnLeaseLost::Abort`](super::OnLeaseLost).
-#[derive(Debug, thiserror::Error)]
-#[error("the lock was lost while the response body was being sent")]
-pub struct LeaseLostError;
 
 impl<B> Body for LockBody<B>
 where
@@ -88,28 +81,8 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.project().kind.project() {
             KindProj::Rejection { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
-            KindProj::Inner { body, hold, lost } => {
-                if let Some(signal) = lost.as_mut() {
-                    if signal.as_mut().poll(cx).is_ready() {
-                        *lost = None;
-                        *hold = None;
-                        return Poll::Ready(Some(Err(Box::new(LeaseLostError))));
-                    }
-                }
-                let frame = std::task::ready!(body.poll_frame(cx));
-                match frame {
-                    Some(Ok(frame)) => Poll::Ready(Some(Ok(frame))),
-                    Some(Err(err)) => {
-                        *hold = None;
-                        *lost = None;
-                        Poll::Ready(Some(Err(err.into())))
-                    }
-                    None => {
-                        *hold = None;
-                        *lost = None;
-                        Poll::Ready(None)
-                    }
-                }
+            KindProj::Inner { body, guards } => {
+                guards.poll_next(cx, |cx| body.poll_frame(cx).map_err(Into::into))
             }
         }
     }

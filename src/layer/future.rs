@@ -14,9 +14,7 @@ use pin_project::pin_project;
 use tower_service::Service;
 
 use super::body::LockBody;
-use super::policy::{BoxFuture, Hold, OnLeaseLost, Policy};
-use super::reject::{RejectReason, Rejection};
-use super::HeldLocks;
+use crate::request::{publish, BoxFuture, LockedCall, Policy, Rejection, RequestGuards};
 
 /// The future of a [`LockService`](super::LockService) call.
 #[pin_project]
@@ -25,65 +23,81 @@ where
     S: Service<Request<ReqBody>>,
 {
     #[pin]
-    state: State<S, ReqBody, S::Future>,
+    state: State<S::Future>,
+    inner: Option<S>,
+    req: Option<Request<ReqBody>>,
     policy: Arc<Policy>,
     grpc: bool,
 }
 
 #[pin_project(project = StateProj)]
-enum State<S, ReqBody, F> {
-    /// The layer answers without calling the inner service.
-    Rejected {
-        rejection: Option<Rejection>,
-    },
-    /// Acquiring the locks (if `acquire` is set), then waiting for the inner service to be ready:
-    /// no capacity of the inner service is reserved while the request waits for a lock.
-    Preparing {
-        acquire: Option<BoxFuture<Result<Hold, Rejection>>>,
-        inner: S,
-        req: Option<Request<ReqBody>>,
-        hold: Option<Hold>,
-    },
+enum State<F> {
+    /// Acquiring the request's locks.
+    Acquiring { acquire: Acquire },
+    /// Waiting for the inner service to be ready, the locks held: no capacity of the inner service
+    /// is reserved while the request waits for a lock.
+    Readying { guards: Option<RequestGuards> },
     /// The inner service runs while the locks are held.
     Calling {
         #[pin]
-        future: F,
-        hold: Option<Hold>,
-        lost: Option<BoxFuture<()>>,
+        call: LockedCall<F>,
     },
+    /// The response was given; the handler and the locks are gone.
     Done,
+}
+
+/// Where the request's locks come from.
+pub(crate) enum Acquire {
+    /// The request needs no lock.
+    Nothing,
+    /// The request was rejected before any acquisition (no usable lock name).
+    Rejected(Option<Rejection>),
+    /// The acquisition of the request's locks.
+    Locks(BoxFuture<Result<RequestGuards, Rejection>>),
+}
+
+impl Acquire {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<RequestGuards>, Rejection>> {
+        match self {
+            Acquire::Nothing => Poll::Ready(Ok(None)),
+            Acquire::Rejected(rejection) => match rejection.take() {
+                Some(rejection) => Poll::Ready(Err(rejection)),
+                None => panic!("ResponseFuture polled after completion"),
+            },
+            Acquire::Locks(acquire) => acquire.as_mut().poll(cx).map_ok(Some),
+        }
+    }
 }
 
 impl<S, ReqBody> ResponseFuture<S, ReqBody>
 where
     S: Service<Request<ReqBody>>,
 {
+    /// Answer with `rejection`, without calling the inner service.
     pub(crate) fn rejected(rejection: Rejection, policy: Arc<Policy>, grpc: bool) -> Self {
         ResponseFuture {
-            state: State::Rejected {
-                rejection: Some(rejection),
+            state: State::Acquiring {
+                acquire: Acquire::Rejected(Some(rejection)),
             },
+            inner: None,
+            req: None,
             policy,
             grpc,
         }
     }
 
-    /// Call `inner` with `req` once the locks `acquire` resolves to are held (at once with no
-    /// `acquire`: the request needs no lock).
+    /// Call `inner` with `req` once `acquire` is done.
     pub(crate) fn new(
-        acquire: Option<BoxFuture<Result<Hold, Rejection>>>,
+        acquire: Acquire,
         inner: S,
         req: Request<ReqBody>,
         policy: Arc<Policy>,
         grpc: bool,
     ) -> Self {
         ResponseFuture {
-            state: State::Preparing {
-                acquire,
-                inner,
-                req: Some(req),
-                hold: None,
-            },
+            state: State::Acquiring { acquire },
+            inner: Some(inner),
+            req: Some(req),
             policy,
             grpc,
         }
@@ -100,81 +114,45 @@ where
         let mut this = self.project();
         loop {
             match this.state.as_mut().project() {
-                StateProj::Rejected { rejection } => {
-                    let Some(rejection) = rejection.take() else {
+                StateProj::Acquiring { acquire } => match ready!(acquire.poll(cx)) {
+                    Ok(guards) => {
+                        if let (Some(guards), Some(req)) = (&guards, this.req.as_mut()) {
+                            publish(guards, req.extensions_mut());
+                        }
+                        this.state.set(State::Readying { guards });
+                    }
+                    Err(rejection) => {
+                        this.state.set(State::Done);
+                        return Poll::Ready(Ok(reject(this.policy, rejection, *this.grpc)));
+                    }
+                },
+                StateProj::Readying { guards } => {
+                    let Some(inner) = this.inner.as_mut() else {
                         panic!("ResponseFuture polled after completion");
                     };
-                    let response = reject(this.policy, rejection, *this.grpc);
-                    this.state.set(State::Done);
-                    return Poll::Ready(Ok(response));
-                }
-                StateProj::Preparing {
-                    acquire,
-                    inner,
-                    req,
-                    hold,
-                } => {
-                    if let Some(acquiring) = acquire.as_mut() {
-                        match ready!(acquiring.as_mut().poll(cx)) {
-                            Ok(held) => {
-                                if let Some(req) = req.as_mut() {
-                                    publish(&held, req.extensions_mut());
-                                }
-                                *hold = Some(held);
-                                *acquire = None;
-                            }
-                            Err(rejection) => {
-                                let response = reject(this.policy, rejection, *this.grpc);
-                                this.state.set(State::Done);
-                                return Poll::Ready(Ok(response));
-                            }
-                        }
-                    }
                     if let Err(err) = ready!(inner.poll_ready(cx)) {
                         this.state.set(State::Done);
                         return Poll::Ready(Err(err));
                     }
-                    let Some(req) = req.take() else {
+                    let (Some(mut inner), Some(req)) = (this.inner.take(), this.req.take()) else {
                         panic!("ResponseFuture polled after completion");
                     };
-                    let future = inner.call(req);
-                    let hold = hold.take();
-                    let lost = match this.policy.on_lease_lost {
-                        OnLeaseLost::Abort => hold.as_ref().map(Hold::lost),
-                        OnLeaseLost::Continue => None,
-                    };
-                    this.state.set(State::Calling { future, hold, lost });
+                    // The service clone goes once called, as in tower's `oneshot`.
+                    let call = LockedCall::new(inner.call(req), guards.take(), this.policy);
+                    this.state.set(State::Calling { call });
                 }
-                StateProj::Calling { future, hold, lost } => {
-                    match future.poll(cx) {
-                        Poll::Ready(Ok(response)) => {
-                            let (hold, lost) = (hold.take(), lost.take());
-                            let response = if this.policy.hold_body {
-                                response.map(|body| LockBody::inner(body, hold, lost))
-                            } else {
-                                drop(hold);
-                                response.map(|body| LockBody::inner(body, None, None))
-                            };
-                            this.state.set(State::Done);
-                            return Poll::Ready(Ok(response));
-                        }
-                        Poll::Ready(Err(err)) => {
-                            this.state.set(State::Done);
-                            return Poll::Ready(Err(err));
-                        }
-                        Poll::Pending => {}
-                    }
-                    let lease_lost = lost
-                        .as_mut()
-                        .is_some_and(|signal| signal.as_mut().poll(cx).is_ready());
-                    if !lease_lost {
-                        return Poll::Pending;
-                    }
-                    // The lease was lost and the layer aborts: drop the handler, then answer.
-                    let key = hold.as_ref().and_then(Hold::first_key);
+                StateProj::Calling { call } => {
+                    let output = ready!(call.poll(cx));
+                    // Drop the handler (on a lost lease, before answering) and what is left of
+                    // the locks.
                     this.state.set(State::Done);
-                    let rejection = Rejection::new(RejectReason::LeaseLost, key, None);
-                    return Poll::Ready(Ok(reject(this.policy, rejection, *this.grpc)));
+                    return Poll::Ready(match output {
+                        Ok((Ok(response), guards)) => {
+                            Ok(response.map(|body| LockBody::inner(body, guards)))
+                        }
+                        Ok((Err(err), _)) => Err(err),
+                        Err(rejection) => Ok(reject(this.policy, rejection, *this.grpc)),
+                    });
                 }
                 StateProj::Done => panic!("ResponseFuture polled after completion"),
             }
@@ -184,20 +162,4 @@ where
 
 fn reject<B>(policy: &Policy, rejection: Rejection, grpc: bool) -> Response<LockBody<B>> {
     policy.respond(rejection, grpc).map(LockBody::rejection)
-}
-
-/// Tell the handler what it holds: a [`LockInfo`](crate::LockInfo) for the first lock of this
-/// layer, and every lock of every layer so far in [`HeldLocks`].
-fn publish(hold: &Hold, extensions: &mut http::Extensions) {
-    let mut infos = hold.infos();
-    let Some(first) = infos.next() else {
-        return;
-    };
-    let mut held = extensions.remove::<HeldLocks>().unwrap_or_default();
-    held.push(first.clone());
-    for info in infos {
-        held.push(info);
-    }
-    extensions.insert(held);
-    extensions.insert(first);
 }

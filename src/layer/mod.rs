@@ -57,9 +57,6 @@
 
 mod body;
 mod future;
-mod metrics;
-pub(crate) mod policy;
-mod reject;
 mod service;
 
 use std::sync::Arc;
@@ -67,17 +64,18 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tower_layer::Layer;
 
-pub use body::{LeaseLostError, LockBody};
+pub use body::LockBody;
 pub use future::ResponseFuture;
-pub use policy::{OnLeaseLost, DEFAULT_RETRY_AFTER, DEFAULT_WAIT_TIMEOUT};
-pub use reject::{RejectReason, Rejection};
 pub use service::LockService;
 
-use policy::Policy;
+pub use crate::request::{
+    HeldLocks, LeaseLostError, OnLeaseLost, RejectReason, Rejection, DEFAULT_RETRY_AFTER,
+    DEFAULT_WAIT_TIMEOUT,
+};
 
 use crate::key::KeyExtractor;
-use crate::manager::LockInfo;
 use crate::manager::LockManager;
+use crate::request::Policy;
 
 /// Runs each request under the locks that its key extractor derives from it: see the [module
 /// docs](self).
@@ -130,7 +128,7 @@ impl<K: KeyExtractor> LockLayer<K> {
         }
     }
 
-    crate::layer::policy::policy_options!();
+    crate::request::policy_options!();
 
     /// Answer rejected requests with `reject`'s response instead of the default one (which
     /// [`Rejection::default_response`] still builds, to start from).
@@ -164,41 +162,5 @@ impl<S, K> Layer<S> for LockLayer<K> {
             self.extractor.clone(),
             self.policy.clone(),
         )
-    }
-}
-
-/// Every lock held for a request by the lock layers it went through, outermost first (a request
-/// extension; [`LockInfo`] alone gives the innermost layer's first lock).
-#[derive(Debug, Clone, Default)]
-pub struct HeldLocks(Vec<LockInfo>);
-
-impl HeldLocks {
-    pub(crate) fn push(&mut self, info: LockInfo) {
-        self.0.push(info);
-    }
-
-    /// The locks, outermost layer first, each layer's in acquisition (sorted) order.
-    pub fn iter(&self) -> impl Iterator<Item = &LockInfo> {
-        self.0.iter()
-    }
-
-    /// The lock named `key`, if one is held.
-    pub fn get(&self, key: &str) -> Option<&LockInfo> {
-        self.0.iter().find(|info| info.key() == key)
-    }
-
-    /// How many holds (a re-entered lock counts once per layer).
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// True when no lock is held.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// True when any of the leases is known lost.
-    pub fn any_lost(&self) -> bool {
-        self.0.iter().any(LockInfo::is_lost)
     }
 }

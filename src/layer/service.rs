@@ -8,13 +8,12 @@ use http::header::CONTENT_TYPE;
 use http::{Request, Response};
 use tower_service::Service;
 
-use super::future::ResponseFuture;
-use super::policy::{Policy, Wait};
-use super::reject::{grpc_timeout, is_grpc, Rejection};
+use super::future::{Acquire, ResponseFuture};
 use super::LockBody;
 use crate::error::LockError;
 use crate::key::KeyExtractor;
-use crate::manager::{LockManager, LockOwner};
+use crate::manager::LockManager;
+use crate::request::{is_grpc, owner, Policy, Rejection};
 
 /// The service a [`LockLayer`](super::LockLayer) wraps around an inner service: every request runs
 /// under the locks its extractor names.
@@ -107,26 +106,13 @@ where
             }
         };
         if keys.is_empty() {
-            return ResponseFuture::new(None, inner, req, policy, grpc);
+            return ResponseFuture::new(Acquire::Nothing, inner, req, policy, grpc);
         }
-        // Re-enter through the request's owner, unless it belongs to another manager (a nested
-        // layer over a different backend): then this layer's locks get an owner of their own.
-        let owner = match req.extensions().get::<LockOwner>() {
-            Some(owner) if owner.belongs_to(&self.manager) => owner.clone(),
-            Some(_) => self.manager.owner(),
-            None => {
-                let owner = self.manager.owner();
-                req.extensions_mut().insert(owner.clone());
-                owner
-            }
-        };
-        let cap = match (grpc, policy.wait) {
-            (true, Wait::For(_) | Wait::Forever) => {
-                grpc_timeout(req.headers().get("grpc-timeout").map(|v| v.as_bytes()))
-            }
-            _ => None,
-        };
+        let owner = owner(&self.manager, req.extensions_mut());
+        let cap = grpc
+            .then(|| policy.grpc_cap(req.headers().get("grpc-timeout").map(|v| v.as_bytes())))
+            .flatten();
         let acquire = Box::pin(policy.clone().acquire(owner, keys.into_sorted(), cap));
-        ResponseFuture::new(Some(acquire), inner, req, policy, grpc)
+        ResponseFuture::new(Acquire::Locks(acquire), inner, req, policy, grpc)
     }
 }

@@ -1,23 +1,15 @@
-//! What a layer does for one request, independent of the web stack: how it waits, how many may wait,
-//! how it rejects, and the acquisition of a request's locks (in sorted order) into a [`Hold`].
-//! The actix-web adapter reuses all of it.
+//! How a lock layer or middleware treats each request: the lock options, how long it waits, how
+//! many may wait, what a lost lease does, how long the locks are kept, and how it rejects.
 
-use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::acquire::WaitCounts;
 use super::metrics;
 use super::reject::{RejectReason, Rejection};
-use crate::key::LockKey;
-use crate::manager::LockOwner;
-use crate::manager::{LockGuard, LockInfo};
 use crate::options::LockOptions;
-
-pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// A custom rejection response.
 pub(crate) type RejectFn = Arc<dyn Fn(&Rejection) -> http::Response<Bytes> + Send + Sync>;
@@ -39,7 +31,7 @@ pub enum OnLeaseLost {
     #[default]
     Continue,
     /// Drop the handler's future at once (cancelling it at its next `.await`) and answer 503 (gRPC
-    /// `ABORTED`). With [`LockLayer::hold_until_body_end`](super::LockLayer::hold_until_body_end),
+    /// `ABORTED`). With [`LockLayer::hold_until_body_end`](crate::LockLayer::hold_until_body_end),
     /// a loss while the body streams ends the body with an error.
     Abort,
 }
@@ -120,189 +112,13 @@ impl Policy {
         }
         rejection
     }
-
-    /// Acquire every lock in `keys` (sorted, without duplicates) for `owner`, waiting at most until
-    /// the layer's wait timeout or `cap` (a gRPC deadline), whichever is shorter.
-    pub(crate) async fn acquire(
-        self: Arc<Self>,
-        owner: LockOwner,
-        keys: Vec<LockKey>,
-        cap: Option<Duration>,
-    ) -> Result<Hold, Rejection> {
-        let started = Instant::now();
-        let _waiting = metrics::Waiting::start();
-        let wait = match (self.wait, cap) {
-            (Wait::Never, _) => Wait::Never,
-            (Wait::For(timeout), Some(cap)) => Wait::For(timeout.min(cap)),
-            (Wait::Forever, Some(cap)) => Wait::For(cap),
-            (wait, None) => wait,
-        };
-        let deadline = match wait {
-            Wait::For(timeout) => Some(started + timeout),
-            _ => None,
-        };
-        let mut guards = Vec::with_capacity(keys.len());
-        for key in &keys {
-            let guard = match deadline {
-                _ if wait == Wait::Never => self.try_once(&owner, key).await?,
-                Some(deadline) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    self.wait_for(&owner, key, self.lock.wait_timeout(left))
-                        .await?
-                }
-                None => self.wait_for(&owner, key, self.lock.wait_forever()).await?,
-            };
-            guards.push(guard);
-        }
-        metrics::waited(started.elapsed());
-        Ok(Hold::new(guards))
-    }
-
-    async fn try_once(&self, owner: &LockOwner, key: &LockKey) -> Result<LockGuard, Rejection> {
-        match owner.try_acquire(key.as_str(), &self.lock).await {
-            Ok(Some(guard)) => Ok(guard),
-            Ok(None) => Err(busy(key, RejectReason::Busy)),
-            Err(err) => Err(Rejection::from_error(err)),
-        }
-    }
-
-    async fn wait_for(
-        &self,
-        owner: &LockOwner,
-        key: &LockKey,
-        opts: LockOptions,
-    ) -> Result<LockGuard, Rejection> {
-        let Some((max, counts)) = &self.max_waiters else {
-            return owner
-                .acquire(key.as_str(), &opts)
-                .await
-                .map_err(Rejection::from_error);
-        };
-        // Only requests that actually wait count against the limit: take a free lock first.
-        if let Some(guard) = owner
-            .try_acquire(key.as_str(), &opts)
-            .await
-            .map_err(Rejection::from_error)?
-        {
-            return Ok(guard);
-        }
-        let _slot = counts
-            .enter(key, *max)
-            .ok_or_else(|| busy(key, RejectReason::TooManyWaiters))?;
-        owner
-            .acquire(key.as_str(), &opts)
-            .await
-            .map_err(Rejection::from_error)
-    }
-}
-
-fn busy(key: &LockKey, reason: RejectReason) -> Rejection {
-    Rejection::new(reason, Some(key.as_str().to_owned()), None)
-}
-
-/// The requests of this process that wait for each lock through one layer.
-#[derive(Debug, Default)]
-pub(crate) struct WaitCounts {
-    counts: Mutex<HashMap<LockKey, usize>>,
-}
-
-impl WaitCounts {
-    /// Count one more waiter for `key`, unless `max` already wait.
-    fn enter(self: &Arc<Self>, key: &LockKey, max: usize) -> Option<WaitSlot> {
-        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        let count = counts.entry(key.clone()).or_insert(0);
-        if *count >= max {
-            if *count == 0 {
-                counts.remove(key);
-            }
-            return None;
-        }
-        *count += 1;
-        Some(WaitSlot {
-            counts: self.clone(),
-            key: key.clone(),
-        })
-    }
-}
-
-/// One waiter counted in [`WaitCounts`] until dropped.
-struct WaitSlot {
-    counts: Arc<WaitCounts>,
-    key: LockKey,
-}
-
-impl Drop for WaitSlot {
-    fn drop(&mut self) {
-        let mut counts = self.counts.counts.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(count) = counts.get_mut(&self.key) {
-            *count -= 1;
-            if *count == 0 {
-                counts.remove(&self.key);
-            }
-        }
-    }
-}
-
-/// The locks one request holds; dropping it releases them (in the background).
-pub(crate) struct Hold {
-    guards: Vec<LockGuard>,
-    since: Instant,
-}
-
-impl Hold {
-    fn new(guards: Vec<LockGuard>) -> Self {
-        Hold {
-            guards,
-            since: Instant::now(),
-        }
-    }
-
-    /// What handlers may know about each lock, in acquisition order.
-    pub(crate) fn infos(&self) -> impl Iterator<Item = LockInfo> + '_ {
-        self.guards.iter().map(LockGuard::info)
-    }
-
-    /// The first lock name, for messages.
-    pub(crate) fn first_key(&self) -> Option<String> {
-        self.guards.first().map(|guard| guard.key().to_owned())
-    }
-
-    /// Resolves when any of the leases is known lost.
-    pub(crate) fn lost(&self) -> BoxFuture<()> {
-        let infos: Vec<LockInfo> = self.infos().collect();
-        Box::pin(async move {
-            let losses = infos.iter().map(|info| Box::pin(info.lost()));
-            if infos.is_empty() {
-                return std::future::pending().await;
-            }
-            futures_util::future::select_all(losses).await;
-        })
-    }
-}
-
-impl Drop for Hold {
-    fn drop(&mut self) {
-        let lost = self.guards.iter().any(LockGuard::is_lost);
-        metrics::held(self.since.elapsed(), lost);
-    }
-}
-
-impl std::fmt::Debug for Hold {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hold")
-            .field(
-                "keys",
-                &self.guards.iter().map(LockGuard::key).collect::<Vec<_>>(),
-            )
-            .finish()
-    }
 }
 
 /// The per-layer options shared by [`LockLayer`](crate::LockLayer) and the actix-web middleware:
 /// both keep an `Arc<Policy>` in a field named `policy`, and get the same builder methods.
 macro_rules! policy_options {
     () => {
-        fn with(mut self, change: impl FnOnce(&mut $crate::layer::policy::Policy)) -> Self {
+        fn with(mut self, change: impl FnOnce(&mut $crate::request::Policy)) -> Self {
             change(::std::sync::Arc::make_mut(&mut self.policy));
             self
         }
@@ -313,7 +129,7 @@ macro_rules! policy_options {
         pub fn options(self, opts: $crate::LockOptions) -> Self {
             self.with(|policy| {
                 if let Some(timeout) = opts.wait_timeout_value() {
-                    policy.wait = $crate::layer::policy::Wait::For(timeout);
+                    policy.wait = $crate::request::Wait::For(timeout);
                 }
                 policy.lock = opts.wait_forever();
             })
@@ -326,20 +142,20 @@ macro_rules! policy_options {
 
         /// Wait at most `timeout` for a busy lock (all the locks of a request together), then
         /// answer 503 with `Retry-After`. Default
-        /// [`DEFAULT_WAIT_TIMEOUT`](crate::layer::DEFAULT_WAIT_TIMEOUT).
+        /// [`DEFAULT_WAIT_TIMEOUT`](crate::request::DEFAULT_WAIT_TIMEOUT).
         pub fn wait_timeout(self, timeout: ::std::time::Duration) -> Self {
-            self.with(|policy| policy.wait = $crate::layer::policy::Wait::For(timeout))
+            self.with(|policy| policy.wait = $crate::request::Wait::For(timeout))
         }
 
         /// Wait as long as it takes (a gRPC deadline still caps the wait).
         pub fn wait_forever(self) -> Self {
-            self.with(|policy| policy.wait = $crate::layer::policy::Wait::Forever)
+            self.with(|policy| policy.wait = $crate::request::Wait::Forever)
         }
 
         /// Try mode: never wait. A request whose lock is busy is answered 409 Conflict with
         /// `Retry-After` (gRPC `ABORTED`) at once.
         pub fn no_wait(self) -> Self {
-            self.with(|policy| policy.wait = $crate::layer::policy::Wait::Never)
+            self.with(|policy| policy.wait = $crate::request::Wait::Never)
         }
 
         /// Hold each lock for a fixed `lease` instead of letting the manager's watchdog renew it:
@@ -369,7 +185,7 @@ macro_rules! policy_options {
         /// `UNAVAILABLE`). A request that finds its lock free never counts. Default: no limit.
         pub fn max_waiters(self, max: usize) -> Self {
             self.with(|policy| {
-                let counts = ::std::sync::Arc::new($crate::layer::policy::WaitCounts::default());
+                let counts = ::std::sync::Arc::new($crate::request::WaitCounts::default());
                 policy.max_waiters = Some((max, counts))
             })
         }
@@ -382,7 +198,7 @@ macro_rules! policy_options {
         }
 
         /// The `Retry-After` of rejections that invite a retry (default
-        /// [`DEFAULT_RETRY_AFTER`](crate::layer::DEFAULT_RETRY_AFTER): 1 s; sent in whole
+        /// [`DEFAULT_RETRY_AFTER`](crate::request::DEFAULT_RETRY_AFTER): 1 s; sent in whole
         /// seconds, rounded up).
         pub fn retry_after(self, after: ::std::time::Duration) -> Self {
             self.with(|policy| policy.retry_after = after)

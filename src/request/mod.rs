@@ -1,0 +1,32 @@
+//! What both web stacks do for a request, whatever the stack: acquire its locks (within the wait
+//! and the waiter limit it may spend; a gRPC deadline caps the wait), hold them until the response
+//! or its body ends, and answer with a rejection (HTTP or gRPC) when it cannot.
+//!
+//! The tower layer and the actix-web middleware are thin adapters over this module: they read the
+//! request, call the handler, and convert the responses. Nothing here imports either adapter.
+
+mod acquire;
+mod body;
+mod call;
+mod grpc;
+mod guards;
+mod metrics;
+mod options;
+mod reject;
+
+use std::future::Future;
+use std::pin::Pin;
+
+pub(crate) use acquire::WaitCounts;
+pub(crate) use body::BodyGuards;
+pub use body::LeaseLostError;
+pub(crate) use call::LockedCall;
+pub(crate) use grpc::is_grpc;
+pub use guards::HeldLocks;
+pub(crate) use guards::{owner, publish, Extensions, RequestGuards};
+pub(crate) use options::{policy_options, Policy, Wait};
+pub use options::{OnLeaseLost, DEFAULT_RETRY_AFTER, DEFAULT_WAIT_TIMEOUT};
+pub use reject::{RejectReason, Rejection};
+
+/// A boxed future that can move between threads: a pending acquisition, a lost-lease signal.
+pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
