@@ -62,7 +62,7 @@ pub use manager::{
     DEFAULT_FAIR_EVICTION, DEFAULT_LEASE, DEFAULT_NODE_TIMEOUT,
 };
 pub use options::{Lease, LockOptions, Mode};
-pub use request::{HeldLocks, OnLeaseLost, RejectReason, Rejection};
+pub use request::{HeldLocks, OnLeaseLost, RejectReason, Rejection, RequestOptions};
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -66,6 +66,7 @@
 //! `HttpServer::h1_allow_half_closed(false)`.
 
 mod body;
+mod options;
 mod service;
 mod view;
 
@@ -83,8 +84,9 @@ use crate::key::KeyExtractor;
 use crate::manager::LockManager;
 use crate::request::{Policy, Rejection};
 
-/// A custom rejection response.
-type RejectFn = Arc<dyn Fn(&Rejection) -> HttpResponse + Send + Sync>;
+/// The policy of a middleware: its options, and its custom rejection response as an actix-web
+/// response.
+type MiddlewarePolicy = Policy<HttpResponse>;
 
 /// actix-web middleware that runs each request under the locks that its key extractor derives
 /// from it: see the [module docs](self).
@@ -92,7 +94,9 @@ type RejectFn = Arc<dyn Fn(&Rejection) -> HttpResponse + Send + Sync>;
 /// Defaults, as for [`LockLayer`](crate::LockLayer): exclusive locks kept by the manager's
 /// watchdog, a wait of at most [`DEFAULT_WAIT_TIMEOUT`](crate::request::DEFAULT_WAIT_TIMEOUT)
 /// (10 s), no limit on waiters, locks released when the response is ready, the handler left running
-/// if its lease is lost, `Retry-After: 1`.
+/// if its lease is lost, `Retry-After: 1`. Its builder methods set the
+/// [`RequestOptions`](crate::RequestOptions) of the middleware one at a time, as they do for the
+/// layer; [`request_options`](Self::request_options) sets them all.
 ///
 /// ```
 /// use std::time::Duration;
@@ -108,8 +112,7 @@ type RejectFn = Arc<dyn Fn(&Rejection) -> HttpResponse + Send + Sync>;
 pub struct LockMiddleware<K> {
     manager: LockManager,
     extractor: Arc<K>,
-    policy: Arc<Policy>,
-    reject: Option<RejectFn>,
+    policy: Arc<MiddlewarePolicy>,
 }
 
 impl<K> Clone for LockMiddleware<K> {
@@ -118,7 +121,6 @@ impl<K> Clone for LockMiddleware<K> {
             manager: self.manager.clone(),
             extractor: self.extractor.clone(),
             policy: self.policy.clone(),
-            reject: self.reject.clone(),
         }
     }
 }
@@ -127,7 +129,6 @@ impl<K> std::fmt::Debug for LockMiddleware<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockMiddleware")
             .field("policy", &self.policy)
-            .field("custom_reject", &self.reject.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -140,12 +141,9 @@ impl<K: KeyExtractor> LockMiddleware<K> {
         LockMiddleware {
             manager,
             extractor: Arc::new(extractor),
-            policy: Arc::new(Policy::default()),
-            reject: None,
+            policy: Arc::new(MiddlewarePolicy::default()),
         }
     }
-
-    crate::request::policy_options!();
 
     /// Answer rejected requests with `reject`'s response instead of the default one (which
     /// [`rejection_response`] still builds, to start from).
@@ -167,7 +165,7 @@ impl<K: KeyExtractor> LockMiddleware<K> {
     where
         F: Fn(&Rejection) -> HttpResponse + Send + Sync + 'static,
     {
-        self.reject = Some(Arc::new(reject));
+        Arc::make_mut(&mut self.policy).reject_with(Arc::new(reject));
         self
     }
 }
@@ -189,28 +187,8 @@ where
             service,
             self.manager.clone(),
             self.extractor.clone(),
-            Arc::new(Rejecter {
-                policy: self.policy.clone(),
-                reject: self.reject.clone(),
-            }),
+            self.policy.clone(),
         )))
-    }
-}
-
-/// The policy of one middleware and how it answers the requests it rejects.
-struct Rejecter {
-    policy: Arc<Policy>,
-    reject: Option<RejectFn>,
-}
-
-impl Rejecter {
-    /// The response for `rejection`, counted in the metrics.
-    fn respond(&self, rejection: Rejection) -> HttpResponse {
-        let rejection = self.policy.settle(rejection, false);
-        match &self.reject {
-            Some(reject) => reject(&rejection),
-            None => rejection_response(&rejection),
-        }
     }
 }
 

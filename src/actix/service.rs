@@ -15,7 +15,7 @@ use actix_web::HttpMessage;
 use futures_util::future::LocalBoxFuture;
 
 use super::body::LockBody;
-use super::Rejecter;
+use super::{rejection_response, MiddlewarePolicy};
 use crate::error::LockError;
 use crate::key::KeyExtractor;
 use crate::manager::LockManager;
@@ -30,7 +30,7 @@ pub struct LockMiddlewareService<S, K> {
     service: Rc<S>,
     manager: LockManager,
     extractor: Arc<K>,
-    rejecter: Arc<Rejecter>,
+    policy: Arc<MiddlewarePolicy>,
 }
 
 impl<S, K> LockMiddlewareService<S, K> {
@@ -38,13 +38,13 @@ impl<S, K> LockMiddlewareService<S, K> {
         service: S,
         manager: LockManager,
         extractor: Arc<K>,
-        rejecter: Arc<Rejecter>,
+        policy: Arc<MiddlewarePolicy>,
     ) -> Self {
         LockMiddlewareService {
             service: Rc::new(service),
             manager,
             extractor,
-            rejecter,
+            policy,
         }
     }
 }
@@ -52,7 +52,7 @@ impl<S, K> LockMiddlewareService<S, K> {
 impl<S, K> std::fmt::Debug for LockMiddlewareService<S, K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockMiddlewareService")
-            .field("policy", &self.rejecter.policy)
+            .field("policy", &self.policy)
             .finish_non_exhaustive()
     }
 }
@@ -72,12 +72,12 @@ where
     }
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
-        let rejecter = self.rejecter.clone();
+        let policy = self.policy.clone();
         let keys = match self.extractor.extract(&req) {
             Ok(keys) => keys,
             Err(err) => {
                 let rejection = Rejection::from_error(LockError::InvalidKey(err));
-                let response = reject(&rejecter, req.into_parts().0, rejection);
+                let response = reject(&policy, req.into_parts().0, rejection);
                 return Box::pin(std::future::ready(Ok(response)));
             }
         };
@@ -90,22 +90,22 @@ where
         }
         let owner = owner(&self.manager, &mut *req.extensions_mut());
         Box::pin(async move {
-            let policy = rejecter.policy.clone();
-            let acquired = policy.clone().acquire(owner, keys.into_sorted(), None);
+            let options = &policy.options;
+            let acquired = options.clone().acquire(owner, keys.into_sorted(), None);
             let guards = match acquired.await {
                 Ok(guards) => guards,
-                Err(rejection) => return Ok(reject(&rejecter, req.into_parts().0, rejection)),
+                Err(rejection) => return Ok(reject(&policy, req.into_parts().0, rejection)),
             };
             publish(&guards, &mut *req.extensions_mut());
             // Kept to answer with when a lost lease drops the handler.
             let request =
-                (policy.on_lease_lost == OnLeaseLost::Abort).then(|| req.request().clone());
-            match LockedCall::new(service.call(req), Some(guards), &policy).await {
+                (options.on_lease_lost == OnLeaseLost::Abort).then(|| req.request().clone());
+            match LockedCall::new(service.call(req), Some(guards), options).await {
                 Ok((response, guards)) => {
                     Ok(response?.map_body(|_, body| LockBody::inner(body, guards)))
                 }
                 Err(rejection) => match request {
-                    Some(request) => Ok(reject(&rejecter, request, rejection)),
+                    Some(request) => Ok(reject(&policy, request, rejection)),
                     None => unreachable!("only the abort policy rejects a running handler"),
                 },
             }
@@ -114,10 +114,10 @@ where
 }
 
 fn reject<B>(
-    rejecter: &Rejecter,
+    policy: &MiddlewarePolicy,
     request: actix_web::HttpRequest,
     rejection: Rejection,
 ) -> ServiceResponse<LockBody<B>> {
-    ServiceResponse::new(request, rejecter.respond(rejection))
-        .map_body(|_, body| LockBody::rejection(body))
+    let response = policy.respond(rejection, false, rejection_response);
+    ServiceResponse::new(request, response).map_body(|_, body| LockBody::rejection(body))
 }

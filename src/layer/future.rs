@@ -14,7 +14,8 @@ use pin_project::pin_project;
 use tower_service::Service;
 
 use super::body::LockBody;
-use crate::request::{publish, BoxFuture, LockedCall, Policy, Rejection, RequestGuards};
+use super::LayerPolicy;
+use crate::request::{publish, BoxFuture, LockedCall, Rejection, RequestGuards};
 
 /// The future of a [`LockService`](super::LockService) call.
 #[pin_project]
@@ -26,7 +27,7 @@ where
     state: State<S::Future>,
     inner: Option<S>,
     req: Option<Request<ReqBody>>,
-    policy: Arc<Policy>,
+    policy: Arc<LayerPolicy>,
     grpc: bool,
 }
 
@@ -74,7 +75,7 @@ where
     S: Service<Request<ReqBody>>,
 {
     /// Answer with `rejection`, without calling the inner service.
-    pub(crate) fn rejected(rejection: Rejection, policy: Arc<Policy>, grpc: bool) -> Self {
+    pub(crate) fn rejected(rejection: Rejection, policy: Arc<LayerPolicy>, grpc: bool) -> Self {
         ResponseFuture {
             state: State::Acquiring {
                 acquire: Acquire::Rejected(Some(rejection)),
@@ -91,7 +92,7 @@ where
         acquire: Acquire,
         inner: S,
         req: Request<ReqBody>,
-        policy: Arc<Policy>,
+        policy: Arc<LayerPolicy>,
         grpc: bool,
     ) -> Self {
         ResponseFuture {
@@ -138,7 +139,8 @@ where
                         panic!("ResponseFuture polled after completion");
                     };
                     // The service clone goes once called, as in tower's `oneshot`.
-                    let call = LockedCall::new(inner.call(req), guards.take(), this.policy);
+                    let call =
+                        LockedCall::new(inner.call(req), guards.take(), &this.policy.options);
                     this.state.set(State::Calling { call });
                 }
                 StateProj::Calling { call } => {
@@ -160,6 +162,8 @@ where
     }
 }
 
-fn reject<B>(policy: &Policy, rejection: Rejection, grpc: bool) -> Response<LockBody<B>> {
-    policy.respond(rejection, grpc).map(LockBody::rejection)
+fn reject<B>(policy: &LayerPolicy, rejection: Rejection, grpc: bool) -> Response<LockBody<B>> {
+    policy
+        .respond(rejection, grpc, Rejection::default_response)
+        .map(LockBody::rejection)
 }

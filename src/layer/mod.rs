@@ -57,6 +57,7 @@
 
 mod body;
 mod future;
+mod options;
 mod service;
 
 use std::sync::Arc;
@@ -69,20 +70,25 @@ pub use future::ResponseFuture;
 pub use service::LockService;
 
 pub use crate::request::{
-    HeldLocks, LeaseLostError, OnLeaseLost, RejectReason, Rejection, DEFAULT_RETRY_AFTER,
-    DEFAULT_WAIT_TIMEOUT,
+    HeldLocks, LeaseLostError, OnLeaseLost, RejectReason, Rejection, RequestOptions,
+    DEFAULT_RETRY_AFTER, DEFAULT_WAIT_TIMEOUT,
 };
 
 use crate::key::KeyExtractor;
 use crate::manager::LockManager;
 use crate::request::Policy;
 
+/// The policy of a layer: its options, and its custom rejection response as an `http` response.
+type LayerPolicy = Policy<http::Response<Bytes>>;
+
 /// Runs each request under the locks that its key extractor derives from it: see the [module
 /// docs](self).
 ///
 /// Defaults: exclusive locks kept by the manager's watchdog, a wait of at most
 /// [`DEFAULT_WAIT_TIMEOUT`] (10 s), no limit on waiters, locks released when the response head is
-/// ready, the handler left running if its lease is lost, `Retry-After: 1`.
+/// ready, the handler left running if its lease is lost, `Retry-After: 1`. Its builder methods set
+/// the [`RequestOptions`] of the layer one at a time; [`request_options`](Self::request_options)
+/// sets them all.
 ///
 /// ```
 /// use std::time::Duration;
@@ -96,7 +102,7 @@ use crate::request::Policy;
 pub struct LockLayer<K> {
     manager: LockManager,
     extractor: Arc<K>,
-    policy: Arc<Policy>,
+    policy: Arc<LayerPolicy>,
 }
 
 impl<K> Clone for LockLayer<K> {
@@ -124,11 +130,9 @@ impl<K: KeyExtractor> LockLayer<K> {
         LockLayer {
             manager,
             extractor: Arc::new(extractor),
-            policy: Arc::new(Policy::default()),
+            policy: Arc::new(LayerPolicy::default()),
         }
     }
-
-    crate::request::policy_options!();
 
     /// Answer rejected requests with `reject`'s response instead of the default one (which
     /// [`Rejection::default_response`] still builds, to start from).
@@ -144,11 +148,12 @@ impl<K: KeyExtractor> LockLayer<K> {
     ///     response
     /// });
     /// ```
-    pub fn reject_with<F>(self, reject: F) -> Self
+    pub fn reject_with<F>(mut self, reject: F) -> Self
     where
         F: Fn(&Rejection) -> http::Response<Bytes> + Send + Sync + 'static,
     {
-        self.with(|policy| policy.reject = Some(Arc::new(reject)))
+        Arc::make_mut(&mut self.policy).reject_with(Arc::new(reject));
+        self
     }
 }
 

@@ -9,11 +9,11 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::future::{Acquire, ResponseFuture};
-use super::LockBody;
+use super::{LayerPolicy, LockBody};
 use crate::error::LockError;
 use crate::key::KeyExtractor;
 use crate::manager::LockManager;
-use crate::request::{is_grpc, owner, Policy, Rejection};
+use crate::request::{is_grpc, owner, Rejection};
 
 /// The service a [`LockLayer`](super::LockLayer) wraps around an inner service: every request runs
 /// under the locks its extractor names.
@@ -25,7 +25,7 @@ pub struct LockService<S, K> {
     inner: S,
     manager: LockManager,
     extractor: Arc<K>,
-    policy: Arc<Policy>,
+    policy: Arc<LayerPolicy>,
 }
 
 impl<S, K> LockService<S, K> {
@@ -33,7 +33,7 @@ impl<S, K> LockService<S, K> {
         inner: S,
         manager: LockManager,
         extractor: Arc<K>,
-        policy: Arc<Policy>,
+        policy: Arc<LayerPolicy>,
     ) -> Self {
         LockService {
             inner,
@@ -110,9 +110,17 @@ where
         }
         let owner = owner(&self.manager, req.extensions_mut());
         let cap = grpc
-            .then(|| policy.grpc_cap(req.headers().get("grpc-timeout").map(|v| v.as_bytes())))
+            .then(|| {
+                let header = req.headers().get("grpc-timeout");
+                policy.options.grpc_cap(header.map(|v| v.as_bytes()))
+            })
             .flatten();
-        let acquire = Box::pin(policy.clone().acquire(owner, keys.into_sorted(), cap));
+        let acquire = Box::pin(
+            policy
+                .options
+                .clone()
+                .acquire(owner, keys.into_sorted(), cap),
+        );
         ResponseFuture::new(Acquire::Locks(acquire), inner, req, policy, grpc)
     }
 }

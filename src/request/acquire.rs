@@ -8,18 +8,18 @@ use std::time::{Duration, Instant};
 use super::grpc;
 use super::guards::RequestGuards;
 use super::metrics;
-use super::options::{Policy, Wait};
+use super::options::{RequestOptions, Wait};
 use super::reject::{RejectReason, Rejection};
 use crate::manager::LockGuard;
 use crate::key::LockKey;
 use crate::manager::LockOwner;
 use crate::options::LockOptions;
 
-impl Policy {
+impl RequestOptions {
     /// Acquire every lock in `keys` (sorted, without duplicates) for `owner`, waiting at most until
     /// the layer's wait timeout or `cap` (a gRPC deadline), whichever is shorter.
     pub(crate) async fn acquire(
-        self: Arc<Self>,
+        self,
         owner: LockOwner,
         keys: Vec<LockKey>,
         cap: Option<Duration>,

@@ -10,7 +10,7 @@ use pin_project::pin_project;
 
 use super::body::BodyGuards;
 use super::guards::RequestGuards;
-use super::options::{OnLeaseLost, Policy};
+use super::options::{OnLeaseLost, RequestOptions};
 use super::reject::{RejectReason, Rejection};
 use super::BoxFuture;
 
@@ -28,10 +28,10 @@ pub(crate) struct LockedCall<F> {
 }
 
 impl<F> LockedCall<F> {
-    /// Run `handler` while `guards` are held, as `policy` says (abort on a lost lease or not; keep
-    /// the locks until the body ends or not).
-    pub(crate) fn new(handler: F, guards: Option<RequestGuards>, policy: &Policy) -> Self {
-        let lost = match policy.on_lease_lost {
+    /// Run `handler` while `guards` are held, as `options` say (abort on a lost lease or not;
+    /// keep the locks until the body ends or not).
+    pub(crate) fn new(handler: F, guards: Option<RequestGuards>, options: &RequestOptions) -> Self {
+        let lost = match options.on_lease_lost {
             OnLeaseLost::Abort => guards.as_ref().map(RequestGuards::lost),
             OnLeaseLost::Continue => None,
         };
@@ -39,7 +39,7 @@ impl<F> LockedCall<F> {
             handler,
             guards,
             lost,
-            hold_body: policy.hold_body,
+            hold_body: options.hold_body,
         }
     }
 }

@@ -12,20 +12,20 @@ mod grpc;
 mod guards;
 mod metrics;
 mod options;
+mod policy;
 mod reject;
 
 use std::future::Future;
 use std::pin::Pin;
 
-pub(crate) use acquire::WaitCounts;
 pub(crate) use body::BodyGuards;
 pub use body::LeaseLostError;
 pub(crate) use call::LockedCall;
 pub(crate) use grpc::is_grpc;
 pub use guards::HeldLocks;
 pub(crate) use guards::{owner, publish, Extensions, RequestGuards};
-pub(crate) use options::{policy_options, Policy, Wait};
-pub use options::{OnLeaseLost, DEFAULT_RETRY_AFTER, DEFAULT_WAIT_TIMEOUT};
+pub use options::{OnLeaseLost, RequestOptions, DEFAULT_RETRY_AFTER, DEFAULT_WAIT_TIMEOUT};
+pub(crate) use policy::Policy;
 pub use reject::{RejectReason, Rejection};
 
 /// A boxed future that can move between threads: a pending acquisition, a lost-lease signal.

@@ -1,18 +1,14 @@
-//! How a lock layer or middleware treats each request: the lock options, how long it waits, how
-//! many may wait, what a lost lease does, how long the locks are kept, and how it rejects.
+//! How a lock layer or middleware treats each request ([`RequestOptions`]: the lock options, how
+//! long it waits, how many may wait, what a lost lease does, how long the locks are kept), and the
+//! [`Policy`] that adds a web stack's custom rejection response to them.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-
 use super::acquire::WaitCounts;
 use super::metrics;
 use super::reject::{RejectReason, Rejection};
-use crate::options::LockOptions;
-
-/// A custom rejection response.
-pub(crate) type RejectFn = Arc<dyn Fn(&Rejection) -> http::Response<Bytes> + Send + Sync>;
+use crate::options::{LockOptions, Mode};
 
 /// The default wait timeout of a layer: long enough for a queue of short handlers, short enough that
 /// a client is told "try again" before it gives up on its own.
@@ -45,9 +41,27 @@ pub(crate) enum Wait {
     Never,
 }
 
-/// The options of one layer, shared by every service it makes.
+/// How a [`LockLayer`](crate::LockLayer) or an actix-web `LockMiddleware` treats each request: the
+/// mode and lease of its locks, how long it waits for them, how many requests may wait, what a lost
+/// lease does, how long the locks are kept, and the `Retry-After` of its rejections.
+///
+/// Both web stacks take the same options, so one value can configure either: pass it whole with
+/// `request_options`, or set each option on the layer or middleware, whose builder methods of the
+/// same names delegate here. Clones share the waiter count of [`max_waiters`](Self::max_waiters).
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_lock::{key, LockLayer, LockManager, LockOptions, OnLeaseLost, RequestOptions};
+///
+/// let options = RequestOptions::new()
+///     .lock(LockOptions::fair().wait_timeout(Duration::from_secs(5)))
+///     .max_waiters(100)
+///     .on_lease_lost(OnLeaseLost::Abort);
+/// let layer = LockLayer::new(LockManager::memory(), key::pattern("/accounts/{id}"))
+///     .request_options(options);
+/// ```
 #[derive(Clone)]
-pub(crate) struct Policy {
+pub struct RequestOptions {
     /// Mode and lease (the wait timeout is set per request from `wait`).
     pub(crate) lock: LockOptions,
     pub(crate) wait: Wait,
@@ -55,26 +69,31 @@ pub(crate) struct Policy {
     pub(crate) max_waiters: Option<(usize, Arc<WaitCounts>)>,
     pub(crate) hold_body: bool,
     pub(crate) retry_after: Duration,
-    pub(crate) reject: Option<RejectFn>,
 }
 
-impl Default for Policy {
+impl Default for RequestOptions {
     fn default() -> Self {
-        Policy {
+        RequestOptions {
             lock: LockOptions::exclusive(),
             wait: Wait::For(DEFAULT_WAIT_TIMEOUT),
             on_lease_lost: OnLeaseLost::Continue,
             max_waiters: None,
             hold_body: false,
             retry_after: DEFAULT_RETRY_AFTER,
-            reject: None,
         }
     }
 }
 
-impl std::fmt::Debug for Policy {
+impl From<LockOptions> for RequestOptions {
+    /// The defaults, with the mode, the lease and (if set) the wait timeout of `opts`.
+    fn from(opts: LockOptions) -> Self {
+        RequestOptions::new().lock(opts)
+    }
+}
+
+impl std::fmt::Debug for RequestOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Policy")
+        f.debug_struct("RequestOptions")
             .field("lock", &self.lock)
             .field("wait", &self.wait)
             .field("on_lease_lost", &self.on_lease_lost)
@@ -84,23 +103,115 @@ impl std::fmt::Debug for Policy {
             )
             .field("hold_body", &self.hold_body)
             .field("retry_after", &self.retry_after)
-            .field("custom_reject", &self.reject.is_some())
             .finish()
     }
 }
 
-impl Policy {
-    /// The response for `rejection`, counted in the metrics.
-    pub(crate) fn respond(&self, rejection: Rejection, grpc: bool) -> http::Response<Bytes> {
-        let rejection = self.settle(rejection, grpc);
-        match &self.reject {
-            Some(reject) => reject(&rejection),
-            None => rejection.default_response(),
-        }
+impl RequestOptions {
+    /// The defaults: exclusive locks kept by the manager's watchdog, a wait of at most
+    /// [`DEFAULT_WAIT_TIMEOUT`], no limit on waiters, locks released when the response head is
+    /// ready, the handler left running if its lease is lost, `Retry-After: 1`.
+    pub fn new() -> Self {
+        RequestOptions::default()
     }
 
-    /// Give `rejection` this layer's `Retry-After`, count it in the metrics and log it: everything
-    /// but building the response, which is the web stack's (the actix adapter builds its own).
+    /// Take the mode and the lease from `opts`, and its wait timeout if it sets one.
+    ///
+    /// A request never waits forever by accident: without a timeout in `opts` the default of
+    /// 10 s stays; call [`wait_forever`](Self::wait_forever) to mean it.
+    pub fn lock(mut self, opts: LockOptions) -> Self {
+        if let Some(timeout) = opts.wait_timeout_value() {
+            self.wait = Wait::For(timeout);
+        }
+        self.lock = opts.wait_forever();
+        self
+    }
+
+    /// Exclusive (the default) or fair (FIFO) locks.
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.lock = self.lock.mode(mode);
+        self
+    }
+
+    /// Wait at most `timeout` for a busy lock (all the locks of a request together), then answer
+    /// 503 with `Retry-After`. Default [`DEFAULT_WAIT_TIMEOUT`].
+    pub fn wait_timeout(mut self, timeout: Duration) -> Self {
+        self.wait = Wait::For(timeout);
+        self
+    }
+
+    /// Wait as long as it takes (a gRPC deadline still caps the wait).
+    pub fn wait_forever(mut self) -> Self {
+        self.wait = Wait::Forever;
+        self
+    }
+
+    /// Try mode: never wait. A request whose lock is busy is answered 409 Conflict with
+    /// `Retry-After` (gRPC `ABORTED`) at once.
+    pub fn no_wait(mut self) -> Self {
+        self.wait = Wait::Never;
+        self
+    }
+
+    /// Hold each lock for a fixed `lease` instead of letting the manager's watchdog renew it.
+    ///
+    /// The lock frees itself `lease` after it was taken, whatever the handler does. Pair it with
+    /// [`OnLeaseLost::Abort`] to stop handlers that outlive their lease.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lock = self.lock.lease(lease);
+        self
+    }
+
+    /// Let the manager's watchdog keep the leases (the default).
+    pub fn watchdog_lease(mut self) -> Self {
+        self.lock = self.lock.watchdog_lease();
+        self
+    }
+
+    /// What to do when a lease is lost while the handler runs (default
+    /// [`OnLeaseLost::Continue`]).
+    ///
+    /// With [`OnLeaseLost::Abort`] the handler's future is dropped and the request answered 503
+    /// (gRPC `ABORTED`).
+    pub fn on_lease_lost(mut self, on_lease_lost: OnLeaseLost) -> Self {
+        self.on_lease_lost = on_lease_lost;
+        self
+    }
+
+    /// Let at most `max` requests of this process wait for the same lock; more are answered at
+    /// once with 503 and `Retry-After` (gRPC `UNAVAILABLE`).
+    ///
+    /// The count is shared by every clone of these options, and of the layer or middleware that
+    /// holds them: build it once and clone it, so that every worker counts against the same limit.
+    /// A request that finds its lock free never counts. Default: no limit.
+    pub fn max_waiters(mut self, max: usize) -> Self {
+        self.max_waiters = Some((max, Arc::new(WaitCounts::default())));
+        self
+    }
+
+    /// Keep the locks until the response body has been sent (or fails, or is dropped), not only
+    /// until the response head is ready.
+    ///
+    /// For handlers that stream what they read under the lock.
+    pub fn hold_until_body_end(mut self) -> Self {
+        self.hold_body = true;
+        self
+    }
+
+    /// The `Retry-After` of rejections that invite a retry (default [`DEFAULT_RETRY_AFTER`]:
+    /// 1 s; sent in whole seconds, rounded up).
+    pub fn retry_after(mut self, after: Duration) -> Self {
+        self.retry_after = after;
+        self
+    }
+
+    /// The lock options each acquisition uses (mode and lease; the wait is the layer's).
+    pub fn lock_options(&self) -> LockOptions {
+        self.lock
+    }
+
+    /// Give `rejection` these options' `Retry-After`, count it in the metrics and log it:
+    /// everything but building the response, which is the web stack's.
     pub(crate) fn settle(&self, mut rejection: Rejection, grpc: bool) -> Rejection {
         rejection.set_context(self.retry_after, grpc);
         metrics::rejected(rejection.reason());
@@ -113,101 +224,3 @@ impl Policy {
         rejection
     }
 }
-
-/// The per-layer options shared by [`LockLayer`](crate::LockLayer) and the actix-web middleware:
-/// both keep an `Arc<Policy>` in a field named `policy`, and get the same builder methods.
-macro_rules! policy_options {
-    () => {
-        fn with(mut self, change: impl FnOnce(&mut $crate::request::Policy)) -> Self {
-            change(::std::sync::Arc::make_mut(&mut self.policy));
-            self
-        }
-
-        /// Take the mode and the lease from `opts`, and its wait timeout if it sets one (a request
-        /// never waits forever by accident: without a timeout in `opts` the default of 10 s
-        /// stays; call [`wait_forever`](Self::wait_forever) to mean it).
-        pub fn options(self, opts: $crate::LockOptions) -> Self {
-            self.with(|policy| {
-                if let Some(timeout) = opts.wait_timeout_value() {
-                    policy.wait = $crate::request::Wait::For(timeout);
-                }
-                policy.lock = opts.wait_forever();
-            })
-        }
-
-        /// Exclusive (the default) or fair (FIFO) locks.
-        pub fn mode(self, mode: $crate::Mode) -> Self {
-            self.with(|policy| policy.lock = policy.lock.mode(mode))
-        }
-
-        /// Wait at most `timeout` for a busy lock (all the locks of a request together), then
-        /// answer 503 with `Retry-After`. Default
-        /// [`DEFAULT_WAIT_TIMEOUT`](crate::request::DEFAULT_WAIT_TIMEOUT).
-        pub fn wait_timeout(self, timeout: ::std::time::Duration) -> Self {
-            self.with(|policy| policy.wait = $crate::request::Wait::For(timeout))
-        }
-
-        /// Wait as long as it takes (a gRPC deadline still caps the wait).
-        pub fn wait_forever(self) -> Self {
-            self.with(|policy| policy.wait = $crate::request::Wait::Forever)
-        }
-
-        /// Try mode: never wait. A request whose lock is busy is answered 409 Conflict with
-        /// `Retry-After` (gRPC `ABORTED`) at once.
-        pub fn no_wait(self) -> Self {
-            self.with(|policy| policy.wait = $crate::request::Wait::Never)
-        }
-
-        /// Hold each lock for a fixed `lease` instead of letting the manager's watchdog renew it:
-        /// the lock frees itself `lease` after it was taken, whatever the handler does. Pair it
-        /// with [`OnLeaseLost::Abort`](crate::OnLeaseLost::Abort) to stop handlers that outlive
-        /// their lease.
-        pub fn lease(self, lease: ::std::time::Duration) -> Self {
-            self.with(|policy| policy.lock = policy.lock.lease(lease))
-        }
-
-        /// Let the manager's watchdog keep the leases (the default).
-        pub fn watchdog_lease(self) -> Self {
-            self.with(|policy| policy.lock = policy.lock.watchdog_lease())
-        }
-
-        /// What to do when a lease is lost while the handler runs (default
-        /// [`OnLeaseLost::Continue`](crate::OnLeaseLost::Continue)). With
-        /// [`OnLeaseLost::Abort`](crate::OnLeaseLost::Abort) the handler's future is dropped and
-        /// the request answered 503 (gRPC `ABORTED`).
-        pub fn on_lease_lost(self, on_lease_lost: $crate::OnLeaseLost) -> Self {
-            self.with(|policy| policy.on_lease_lost = on_lease_lost)
-        }
-
-        /// Let at most `max` requests of this process wait for the same lock through this
-        /// layer (and its clones: build it once and clone it, so every worker counts against the
-        /// same limit); more are answered at once with 503 and `Retry-After` (gRPC
-        /// `UNAVAILABLE`). A request that finds its lock free never counts. Default: no limit.
-        pub fn max_waiters(self, max: usize) -> Self {
-            self.with(|policy| {
-                let counts = ::std::sync::Arc::new($crate::request::WaitCounts::default());
-                policy.max_waiters = Some((max, counts))
-            })
-        }
-
-        /// Keep the locks until the response body has been sent (or fails, or is dropped), not
-        /// only until the response head is ready: for handlers that stream what they read under
-        /// the lock.
-        pub fn hold_until_body_end(self) -> Self {
-            self.with(|policy| policy.hold_body = true)
-        }
-
-        /// The `Retry-After` of rejections that invite a retry (default
-        /// [`DEFAULT_RETRY_AFTER`](crate::request::DEFAULT_RETRY_AFTER): 1 s; sent in whole
-        /// seconds, rounded up).
-        pub fn retry_after(self, after: ::std::time::Duration) -> Self {
-            self.with(|policy| policy.retry_after = after)
-        }
-
-        /// The lock options each acquisition uses (mode and lease; the wait is the layer's).
-        pub fn lock_options(&self) -> $crate::LockOptions {
-            self.policy.lock
-        }
-    };
-}
-pub(crate) use policy_options;

@@ -1,0 +1,90 @@
+//! The builder methods of [`LockMiddleware`], each setting one of its [`RequestOptions`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::LockMiddleware;
+use crate::options::{LockOptions, Mode};
+use crate::request::{OnLeaseLost, RequestOptions};
+
+/// The options of [`RequestOptions`], set one at a time: each method sets the option of the same
+/// name there.
+impl<K> LockMiddleware<K> {
+    fn with_options(mut self, change: impl FnOnce(RequestOptions) -> RequestOptions) -> Self {
+        Arc::make_mut(&mut self.policy).set_options(change);
+        self
+    }
+
+    /// Treat each request as `options` say, replacing every option set so far (the custom
+    /// rejection response stays).
+    pub fn request_options(self, options: RequestOptions) -> Self {
+        self.with_options(|_| options)
+    }
+
+    /// Take the mode and the lease from `opts`, and its wait timeout if it sets one (without one
+    /// the default of 10 s stays): see [`RequestOptions::lock`].
+    pub fn options(self, opts: LockOptions) -> Self {
+        self.with_options(|options| options.lock(opts))
+    }
+
+    /// Exclusive (the default) or fair (FIFO) locks: see [`RequestOptions::mode`].
+    pub fn mode(self, mode: Mode) -> Self {
+        self.with_options(|options| options.mode(mode))
+    }
+
+    /// Wait at most `timeout` for a busy lock, then answer 503 with `Retry-After`: see
+    /// [`RequestOptions::wait_timeout`].
+    pub fn wait_timeout(self, timeout: Duration) -> Self {
+        self.with_options(|options| options.wait_timeout(timeout))
+    }
+
+    /// Wait as long as it takes: see [`RequestOptions::wait_forever`].
+    pub fn wait_forever(self) -> Self {
+        self.with_options(RequestOptions::wait_forever)
+    }
+
+    /// Try mode: never wait, answer 409 with `Retry-After` when a lock is busy: see
+    /// [`RequestOptions::no_wait`].
+    pub fn no_wait(self) -> Self {
+        self.with_options(RequestOptions::no_wait)
+    }
+
+    /// Hold each lock for a fixed `lease`, not renewed: see [`RequestOptions::lease`].
+    pub fn lease(self, lease: Duration) -> Self {
+        self.with_options(|options| options.lease(lease))
+    }
+
+    /// Let the manager's watchdog keep the leases (the default): see
+    /// [`RequestOptions::watchdog_lease`].
+    pub fn watchdog_lease(self) -> Self {
+        self.with_options(RequestOptions::watchdog_lease)
+    }
+
+    /// What to do when a lease is lost while the handler runs: see
+    /// [`RequestOptions::on_lease_lost`].
+    pub fn on_lease_lost(self, on_lease_lost: OnLeaseLost) -> Self {
+        self.with_options(|options| options.on_lease_lost(on_lease_lost))
+    }
+
+    /// Let at most `max` requests of this process wait for the same lock through this middleware and
+    /// its clones: see [`RequestOptions::max_waiters`].
+    pub fn max_waiters(self, max: usize) -> Self {
+        self.with_options(|options| options.max_waiters(max))
+    }
+
+    /// Keep the locks until the response body ends: see
+    /// [`RequestOptions::hold_until_body_end`].
+    pub fn hold_until_body_end(self) -> Self {
+        self.with_options(RequestOptions::hold_until_body_end)
+    }
+
+    /// The `Retry-After` of rejections that invite a retry: see [`RequestOptions::retry_after`].
+    pub fn retry_after(self, after: Duration) -> Self {
+        self.with_options(|options| options.retry_after(after))
+    }
+
+    /// The lock options each acquisition uses (mode and lease; the wait is the middleware's).
+    pub fn lock_options(&self) -> LockOptions {
+        self.policy.options.lock_options()
+    }
+}
