@@ -22,7 +22,7 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum OnLeaseLost {
-    /// Let the handler finish; it can watch [`LockInfo::lost`] itself and should pass the fencing
+    /// Let the handler finish; it can watch [`LockInfo::lost`](crate::LockInfo::lost) itself and should pass the fencing
     /// token to its storage. The default.
     #[default]
     Continue,
