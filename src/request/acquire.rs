@@ -10,8 +10,8 @@ use super::guards::RequestGuards;
 use super::metrics;
 use super::options::{RequestOptions, Wait};
 use super::reject::{RejectReason, Rejection};
-use crate::manager::LockGuard;
 use crate::key::LockKey;
+use crate::manager::LockGuard;
 use crate::manager::LockOwner;
 use crate::options::LockOptions;
 

@@ -4,6 +4,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use futures_util::future::join_all;
+
 use crate::backend::{Backend, HeldLock};
 use crate::lease::LostSignal;
 
@@ -82,34 +84,39 @@ impl Claims {
     }
 }
 
-/// Extend fresh fair grants from their claim lease to their holders' leases, in batches per lease,
-/// and move their guards' deadlines with them. A grant found gone is lost; one whose extension
-/// failed is tried again at the next round (its guard's deadline is still the claim's end).
+/// Extend fresh fair grants from their claim lease to their holders' leases, in batches per lease
+/// sent at once, and move their guards' deadlines with them. A grant found gone is lost; one whose
+/// extension failed is tried again at the next round (its guard's deadline is still the claim's
+/// end).
 pub(super) async fn extend_claims(backend: &Backend, claims: &Claims) {
     let mut fresh = claims.take_all();
     fresh.sort_by_key(|(_, claim)| claim.lease);
-    for same_lease in fresh.chunk_by(|a, b| a.1.lease == b.1.lease) {
-        let lease = same_lease[0].1.lease;
-        for batch in same_lease.chunks(backend.renew_batch_size()) {
-            let locks: Vec<HeldLock> = batch.iter().map(|(lock, _)| lock.clone()).collect();
-            let started = Instant::now();
-            match backend.renew(&locks, lease).await {
-                Ok(extended) => {
-                    for ((_, claim), ok) in batch.iter().zip(extended) {
-                        if !(ok && claim.lost.extend(started + lease)) {
-                            tracing::warn!("fair grant lost before its claim lease was extended");
-                            claim.lost.fire();
-                        }
-                    }
-                }
-                Err(err) => {
-                    tracing::warn!(error = %err, grants = batch.len(), "could not extend fair grants");
-                    claims.retry(batch.to_vec());
+    let batches = (fresh.chunk_by(|a, b| a.1.lease == b.1.lease))
+        .flat_map(|same_lease| same_lease.chunks(backend.renew_batch_size()))
+        .map(|batch| extend_batch(backend, claims, batch));
+    join_all(batches).await;
+    claims.round_done();
+}
+
+/// Extend one batch of grants that share a lease.
+async fn extend_batch(backend: &Backend, claims: &Claims, batch: &[(HeldLock, Claim)]) {
+    let lease = batch[0].1.lease;
+    let locks: Vec<HeldLock> = batch.iter().map(|(lock, _)| lock.clone()).collect();
+    let started = Instant::now();
+    match backend.renew(&locks, lease).await {
+        Ok(extended) => {
+            for ((_, claim), ok) in batch.iter().zip(extended) {
+                if !(ok && claim.lost.extend(started + lease)) {
+                    tracing::warn!("fair grant lost before its claim lease was extended");
+                    claim.lost.fire();
                 }
             }
         }
+        Err(err) => {
+            tracing::warn!(error = %err, grants = batch.len(), "could not extend fair grants");
+            claims.retry(batch.to_vec());
+        }
     }
-    claims.round_done();
 }
 
 #[cfg(test)]

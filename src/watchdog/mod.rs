@@ -49,66 +49,102 @@ impl Watchdog {
     /// Run until every handle of its background queue (the manager, its guards and its backend) is
     /// gone.
     pub(crate) async fn run(mut self) {
-        let period = (self.lease / 3).max(Duration::from_millis(1));
-        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        // The heartbeat does nothing but keep the runtime's timer driver due within HEARTBEAT. Tokio
+        let mut renew_tick = every(self.lease / 3);
+        // This tick does nothing but keep the runtime's timer driver due within HEARTBEAT. Tokio
         // wakes its driver thread whenever a timer earlier than its next wake-up is registered; with
         // the driver always due soon, the per-command timeouts (further ahead) never cost a wake-up.
-        let mut heartbeat = tokio::time::interval(HEARTBEAT);
-        heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let beat = (self.eviction / 3).max(Duration::from_millis(1));
-        let mut beats = tokio::time::interval_at(tokio::time::Instant::now() + beat, beat);
-        beats.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut round: Option<BoxFuture<'static, ()>> = None;
-        // a reconnection came while a round was out: the next round goes as soon as it ends
+        let mut driver_tick = every(HEARTBEAT);
+        let mut beat_tick = every(self.eviction / 3);
+        let (mut renewals, mut heartbeats, mut extensions) =
+            (Round::default(), Round::default(), Round::default());
+        // a reconnection came while a renewal round was out: the next one goes as soon as it ends
         let mut recheck_due = false;
-        let mut beat_round: Option<BoxFuture<'static, ()>> = None;
         loop {
             tokio::select! {
-                _ = heartbeat.tick() => {}
-                _ = beats.tick(), if beat_round.is_none() => {
-                    let (backend, queued, waiters) =
-                        (self.backend.clone(), self.queued.clone(), self.waiters.clone());
-                    let claims = self.claims.clone();
-                    // side by side: slow claim extensions must not hold the heartbeats back past
-                    // the eviction deadline of live waiters
-                    beat_round = Some(Box::pin(async move {
-                        let claims = extend_claims(&backend, &claims);
-                        tokio::join!(claims, heartbeat_all(backend.clone(), queued, waiters));
-                    }));
-                }
-                _ = async { if let Some(r) = beat_round.as_mut() { r.await } }, if beat_round.is_some() => {
-                    beat_round = None;
-                }
+                _ = driver_tick.tick() => {}
                 work = self.background.next() => match work {
                     Some(work) => { tokio::spawn(work); }
                     None => return,
                 },
-                _ = tick.tick(), if round.is_none() => {
-                    round = Some(self.renewal_round());
-                }
-                _ = self.recheck.notified() => {
-                    match round {
-                        None => round = Some(self.renewal_round()),
-                        Some(_) => recheck_due = true,
+                _ = renew_tick.tick(), if renewals.is_idle() => renewals.start(self.renewal_round()),
+                _ = self.recheck.notified() => match renewals.is_idle() {
+                    true => renewals.start(self.renewal_round()),
+                    false => recheck_due = true,
+                },
+                _ = renewals.done() => {
+                    if std::mem::take(&mut recheck_due) {
+                        renewals.start(self.renewal_round());
                     }
                 }
-                _ = async { if let Some(r) = round.as_mut() { r.await } }, if round.is_some() => {
-                    round = std::mem::take(&mut recheck_due).then(|| self.renewal_round());
+                // Heartbeats and claim extensions go in rounds of their own: however slow the
+                // extensions, they never hold a heartbeat back past a live waiter's eviction.
+                _ = beat_tick.tick(), if heartbeats.is_idle() || extensions.is_idle() => {
+                    if heartbeats.is_idle() {
+                        heartbeats.start(self.heartbeat_round());
+                    }
+                    if extensions.is_idle() {
+                        extensions.start(self.extension_round());
+                    }
                 }
+                _ = heartbeats.done() => {}
+                _ = extensions.done() => {}
             }
         }
     }
-}
 
-impl Watchdog {
+    /// Renew every lease.
     fn renewal_round(&self) -> BoxFuture<'static, ()> {
         Box::pin(renew_all(
             self.backend.clone(),
             self.leases.clone(),
             self.lease,
         ))
+    }
+
+    /// Heartbeat every queued fair waiter.
+    fn heartbeat_round(&self) -> BoxFuture<'static, ()> {
+        let (backend, queued) = (self.backend.clone(), self.queued.clone());
+        Box::pin(heartbeat_all(backend, queued, self.waiters.clone()))
+    }
+
+    /// Extend every fresh fair grant's claim to its holder's lease.
+    fn extension_round(&self) -> BoxFuture<'static, ()> {
+        let (backend, claims) = (self.backend.clone(), self.claims.clone());
+        Box::pin(async move { extend_claims(&backend, &claims).await })
+    }
+}
+
+/// A ticking interval of `period` (at least 1 ms) whose first tick is one period from now, and
+/// whose missed ticks are not made up.
+fn every(period: Duration) -> tokio::time::Interval {
+    let period = period.max(Duration::from_millis(1));
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    tick
+}
+
+/// One kind of round, at most one of it in flight.
+#[derive(Default)]
+struct Round(Option<BoxFuture<'static, ()>>);
+
+impl Round {
+    fn is_idle(&self) -> bool {
+        self.0.is_none()
+    }
+
+    fn start(&mut self, round: BoxFuture<'static, ()>) {
+        self.0 = Some(round);
+    }
+
+    /// Resolves when the round in flight ends; pending while there is none.
+    async fn done(&mut self) {
+        match self.0.as_mut() {
+            Some(round) => {
+                round.await;
+                self.0 = None;
+            }
+            None => std::future::pending().await,
+        }
     }
 }
 

@@ -1,6 +1,5 @@
 //! Fair mode on a slow Redis: a live waiter is not evicted because its manager's watchdog was
-//! extending fresh grants. The beat round heartbeats the queued waiters side by side with the claim
-//! extensions, not after them.
+//! extending fresh grants. Heartbeats go in rounds of their own, never behind claim extensions.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -41,7 +40,8 @@ fn queue(key: &str) -> String {
 
 /// Until aborted, grant `slow` fair locks: `fast` holds a fresh key, `slow` queues for it, `fast`
 /// lets go (the release grants it to `slow` under a claim lease), `slow` holds it for `HOLD`.
-/// Counts the grants in `grants`.
+/// Tasks of odd `n` ask for a fixed lease, the others for the watchdog's: the claims of one round
+/// go in two batches, one per lease. Counts the grants in `grants`.
 async fn churn(
     n: usize,
     port: u16,
@@ -49,7 +49,10 @@ async fn churn(
     slow: LockManager,
     grants: Arc<AtomicUsize>,
 ) {
-    let fair = LockOptions::fair();
+    let fair = match n % 2 {
+        0 => LockOptions::fair(),
+        _ => LockOptions::fair().lease(Duration::from_secs(20)),
+    };
     for round in 0.. {
         let key = format!("churn-{n}-{round}");
         let held = fast.acquire(&key, &fair).await.unwrap();
@@ -78,7 +81,8 @@ async fn churn(
 /// heartbeat key gone): the lock must go to the waiter first, then to the later one. (When a round
 /// awaited the claim extensions before it sent the heartbeats, each round with claims landed its
 /// heartbeat 1.2 s after the last one: the key ran out every such round, and the release passed
-/// the live waiter over.)
+/// the live waiter over. Sent side by side in one round, the heartbeats still waited for the
+/// round's end, and claims of two leases took two round trips: the same.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_claim_extensions_do_not_evict_a_live_fair_waiter() {
     let server = RedisServer::start();
