@@ -85,6 +85,18 @@ pub(crate) fn drift(lease: Duration) -> Duration {
     lease / 100 + Duration::from_millis(2)
 }
 
+/// A random duration in `[0, max]`, so that processes that would act at once (retry a split lock,
+/// reconnect) do not act in lockstep.
+pub(crate) fn jitter(max: Duration) -> Duration {
+    let nanos = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
+    if nanos == 0 {
+        return Duration::ZERO;
+    }
+    // A v4 UUID is 122 random bits from the OS: plenty, and no extra dependency.
+    let random = uuid::Uuid::new_v4().as_u128() as u64;
+    Duration::from_nanos(random % (nanos + 1))
+}
+
 /// The owner id of a fair waiter, `<owner>|<n>` (owner ids have no `|`).
 pub(crate) fn owner_of(waiter: &str) -> &str {
     waiter.split('|').next().unwrap_or(waiter)
@@ -113,10 +125,10 @@ pub(crate) enum Released {
     NotHeld,
 }
 
-/// A lock held by one owner (as the watchdog renews it), or a fair queue one waiter waits in (as
-/// the watchdog heartbeats it: `owner` is then the waiter, `<owner>|<n>`).
+/// A lock and one party to it: the owner that holds it (as the watchdog renews it), or the wait
+/// queued for it (as the watchdog heartbeats it: `owner` is then the wait's name, `<owner>|<n>`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct HeldLock {
+pub(crate) struct LockParty {
     pub(crate) id: LockId,
     pub(crate) owner: Arc<str>,
 }
@@ -205,7 +217,7 @@ impl Backend {
     /// Renew every lock of `batch` to `lease`; one flag per lock, false when it is not held any more.
     pub(crate) async fn renew(
         &self,
-        batch: &[HeldLock],
+        batch: &[LockParty],
         lease: Duration,
     ) -> Result<Vec<bool>, BoxError> {
         match self {
@@ -254,7 +266,7 @@ impl Backend {
     /// Push back the eviction deadline of queued fair waiters; one flag per waiter, false when it
     /// should re-check now: it is not queued any more (granted, or evicted), or the lock it waits
     /// for is free (a grant ran out unused).
-    pub(crate) async fn heartbeat(&self, batch: &[HeldLock]) -> Result<Vec<bool>, BoxError> {
+    pub(crate) async fn heartbeat(&self, batch: &[LockParty]) -> Result<Vec<bool>, BoxError> {
         match self {
             Backend::Memory(m) => Ok(m.heartbeat(batch)),
             #[cfg(feature = "redis")]
@@ -268,5 +280,20 @@ impl Backend {
     /// How many locks one renewal call may carry.
     pub(crate) fn renew_batch_size(&self) -> usize {
         512
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drift_and_jitter_stay_in_bounds() {
+        assert_eq!(drift(Duration::from_secs(30)), Duration::from_millis(302));
+        assert_eq!(drift(Duration::from_millis(100)), Duration::from_millis(3));
+        assert_eq!(jitter(Duration::ZERO), Duration::ZERO);
+        for _ in 0..100 {
+            assert!(jitter(Duration::from_millis(3)) <= Duration::from_millis(3));
+        }
     }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::guard::{LockGuard, LockInfo};
 use super::ticket::WaitTicket;
-use super::{Held, Shared};
+use super::{Releaser, Shared};
 use crate::backend::{AcquireRequest, Attempt};
 use crate::background::{MustComplete, Undo, Work};
 use crate::error::{BoxError, LockError};
@@ -128,7 +128,8 @@ impl<'a> Acquisition<'a> {
         }
     }
 
-    /// A fair grant received: the lock is ours already, under a short claim lease.
+    /// A fair grant received: the lock is ours already, under a short claim lease (see the
+    /// implementation notes in `watchdog/claims.rs`).
     fn take_grant(&mut self) -> Option<LockGuard> {
         let ticket = self.ticket.as_mut()?;
         let token = ticket.grant()?;
@@ -251,7 +252,7 @@ impl<'a> Acquisition<'a> {
             Arc::new(LostSignal::new(Some(valid_until)))
         };
         let info = LockInfo::new(Arc::from(self.key), token, lost.clone());
-        let held = Held {
+        let held = Releaser {
             shared: self.shared.clone(),
             id: self.id.clone(),
             owner: self.owner.clone(),

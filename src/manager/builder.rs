@@ -104,11 +104,10 @@ impl LockManagerBuilder {
     }
 
     /// Connections in the command pool (default 1). One multiplexed connection carries every
-    /// command of the process in flight at once (pipelined), and the more commands share a
-    /// connection, the fewer reads and writes Redis and this process make for them: on a 2-core
-    /// machine, 1 connection served more acquisitions a second over many keys than 4 in each of 8
-    /// alternating runs (and than 2 in each of 3), with less CPU per acquisition on both sides
-    /// (BENCHMARKS.md). More connections spread the work of reading and writing over more tasks.
+    /// command of the process in flight at once, pipelined. The more commands share a connection,
+    /// the fewer reads and writes Redis and this process make for them, so one connection is
+    /// usually fastest (BENCHMARKS.md, "Many keys"). More connections spread the work of reading
+    /// and writing over more tasks.
     pub fn pool_size(mut self, size: u32) -> Self {
         self.pool_size = size;
         self

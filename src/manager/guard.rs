@@ -1,10 +1,10 @@
-//! `LockGuard`: proof of holding a lock, its fencing token and lost-lease signal; and `Held`, its
+//! `LockGuard`: proof of holding a lock, its fencing token and lost-lease signal; and `Releaser`, its
 //! release half, which releases the lock now or, when the guard is dropped, in the background.
 
 use std::sync::Arc;
 
 use super::Shared;
-use crate::backend::{Backend, HeldLock, Released};
+use crate::backend::{Backend, LockParty, Released};
 use crate::background::MustComplete;
 use crate::error::LockError;
 use crate::lease::LostSignal;
@@ -72,11 +72,11 @@ impl LockInfo {
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct LockGuard {
     info: LockInfo,
-    held: Option<Held>,
+    held: Option<Releaser>,
 }
 
 impl LockGuard {
-    pub(crate) fn new(info: LockInfo, held: Held) -> Self {
+    pub(crate) fn new(info: LockInfo, held: Releaser) -> Self {
         LockGuard {
             info,
             held: Some(held),
@@ -128,9 +128,9 @@ impl Drop for LockGuard {
     }
 }
 
-/// One hold of a lock by one owner.
+/// The release half of a guard: one hold of a lock by one owner, and how to release it.
 #[derive(Debug)]
-pub(crate) struct Held {
+pub(crate) struct Releaser {
     pub(crate) shared: Arc<Shared>,
     pub(crate) id: LockId,
     pub(crate) owner: Arc<str>,
@@ -144,13 +144,13 @@ pub(crate) struct Held {
     pub(crate) mode: Mode,
 }
 
-impl Held {
+impl Releaser {
     fn stop_renewing(&self) {
         if self.watched {
             self.shared.leases.unhold(&self.id, &self.owner, &self.lost);
         }
         if self.mode == Mode::Fair {
-            let lock = HeldLock {
+            let lock = LockParty {
                 id: self.id.clone(),
                 owner: self.owner.clone(),
             };

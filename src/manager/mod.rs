@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use builder::{LockManagerBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_NODE_TIMEOUT};
-pub(crate) use guard::Held;
+pub(crate) use guard::Releaser;
 pub use guard::{LockGuard, LockInfo};
 pub use owner::LockOwner;
 
@@ -209,24 +209,15 @@ impl LockManager {
     /// different masters to different heads would leave nobody with a majority. One order across
     /// masters needs consensus, which RedLock does not have.
     ///
-    /// **Fencing tokens.** Each master issues, per lock, `max(last + 1, its clock in µs)`: its own
-    /// tokens strictly increase (as long as its clock does not step back). A quorum lock's token is
-    /// the largest token of the majority that granted it. Because any two majorities share a master,
-    /// and that master granted the later holder after the earlier holder's hold there had ended:
-    ///
-    /// - *always*, a holder's token is larger than the token that every master it shares with an
-    ///   earlier holder issued to that earlier holder — but the earlier holder's token may have come
-    ///   from a master the later one did not use;
-    /// - so a later holder's token is larger than an earlier holder's token whenever the masters'
-    ///   clocks agree to within the time between the two acquisitions. When the earlier holder lost
-    ///   the lock by expiry (the case fencing exists for: a paused process that still believes it
-    ///   holds the lock), a whole lease separates them, so clocks within a lease of each other
-    ///   suffice. After an explicit release the next acquisition can follow within a round trip;
-    ///   then a master whose clock runs ahead by more than that can make the next token smaller.
-    ///
-    /// A storage that rejects older tokens then rejects the new holder (no corruption, but no
-    /// progress). Where tokens must increase whatever the clocks do, use one Redis server and its
-    /// fencing tokens instead (see the README, "Quorum locks (RedLock)").
+    /// **Fencing tokens.** A quorum lock's token is the largest token of the majority that granted
+    /// it, and each master issues `max(last + 1, its clock in µs)`. A later holder's token is
+    /// larger than an earlier holder's whenever the masters' clocks agree to within the time
+    /// between the two acquisitions: after a lease lost by expiry (the case fencing exists for),
+    /// clocks within a lease of each other suffice; right after an explicit release, a master whose
+    /// clock runs ahead by more than a round trip can make the next token smaller. A storage that
+    /// rejects older tokens then rejects the new holder (no corruption, but no progress). Where
+    /// tokens must increase whatever the clocks do, use one Redis server and its fencing tokens
+    /// instead (see the README, "Quorum locks (RedLock)").
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), tower_lock::LockError> {

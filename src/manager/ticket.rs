@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::Shared;
-use crate::backend::HeldLock;
+use crate::backend::LockParty;
 use crate::options::Mode;
 use crate::waiters::{LockId, Waiter};
 
@@ -100,17 +100,17 @@ impl WaitTicket {
         self.shared.waiters.has_others(&self.id)
     }
 
-    /// The (lock, waiter) pair this request is queued as in fair mode (see [`HeldLock`]).
-    pub(super) fn as_queued(&self) -> HeldLock {
-        HeldLock {
+    /// The (lock, waiter) pair this request is queued as in fair mode (see [`LockParty`]).
+    pub(super) fn as_queued(&self) -> LockParty {
+        LockParty {
             id: self.id.clone(),
             owner: self.waiter.name().clone(),
         }
     }
 
     /// The (lock, owner) pair of a grant this request takes.
-    pub(super) fn as_held(&self) -> HeldLock {
-        HeldLock {
+    pub(super) fn as_held(&self) -> LockParty {
+        LockParty {
             id: self.id.clone(),
             owner: self.owner.clone(),
         }

@@ -25,7 +25,7 @@ impl RequestOptions {
         cap: Option<Duration>,
     ) -> Result<RequestGuards, Rejection> {
         let started = Instant::now();
-        let _waiting = metrics::Waiting::start();
+        let _waiting = metrics::WaiterGauge::start();
         let wait = match (self.wait, cap) {
             (Wait::Never, _) => Wait::Never,
             (Wait::For(timeout), Some(cap)) => Wait::For(timeout.min(cap)),

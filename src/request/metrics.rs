@@ -14,17 +14,17 @@ use std::time::Duration;
 use super::reject::RejectReason;
 
 /// Counts one request in `tower_lock_waiters` for as long as it lives.
-pub(crate) struct Waiting(());
+pub(crate) struct WaiterGauge(());
 
-impl Waiting {
+impl WaiterGauge {
     pub(crate) fn start() -> Self {
         #[cfg(feature = "metrics")]
         metrics::gauge!("tower_lock_waiters").increment(1.0);
-        Waiting(())
+        WaiterGauge(())
     }
 }
 
-impl Drop for Waiting {
+impl Drop for WaiterGauge {
     fn drop(&mut self) {
         #[cfg(feature = "metrics")]
         metrics::gauge!("tower_lock_waiters").decrement(1.0);

@@ -1,6 +1,6 @@
 //! How a lock layer or middleware treats each request ([`RequestOptions`]: the lock options, how
 //! long it waits, how many may wait, what a lost lease does, how long the locks are kept), and the
-//! [`Policy`] that adds a web stack's custom rejection response to them.
+//! [`Policy`](super::policy::Policy) that adds a web stack's custom rejection response to them.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,4 +1,28 @@
-//! Fair grants under their short claim lease, which the watchdog's next heartbeat round extends.
+//! Fair grants under their short claim lease, which the watchdog's next extension round extends.
+//!
+//! # Implementation notes: the fair grant's claim lease
+//!
+//! A fair release hands the lock to the head of the queue inside the release script and tells the
+//! waiter's manager by a message. The script cannot know whether that waiter is still alive, so
+//! the grant starts with a short *claim lease*: the fair eviction time (`fair_eviction`), the
+//! same bound after which a silent waiter would have been evicted. A grant to a waiter that died
+//! meanwhile therefore frees itself within that time, and the next waiter gets it.
+//!
+//! The waiter's side, step by step:
+//!
+//! 1. `manager/acquire.rs` (`take_grant`) builds the guard at once, without a round trip. Its
+//!    lost signal ([`crate::lease::LostSignal`]) is valid for the claim only, counted from the
+//!    later of two moments the grant is known to follow: the attempt that queued the request, and
+//!    the last heartbeat that found it still queued ([`super::Queued::confirmed`]). A process that
+//!    learns of the grant late (it was frozen) never counts the claim from too late a start.
+//! 2. The grant goes in [`Claims`]; the watchdog's next extension round (every eviction/3, in
+//!    batches per lease) renews it to the request's lease and moves the guard's deadline with it.
+//!    From then on the lease is the watchdog's like any other.
+//! 3. A grant whose extension finds the lock gone is lost at once; one whose extension failed is
+//!    tried again next round, while its guard's deadline stays the claim's end, so the guard
+//!    reports lost before Redis can have freed the lock.
+//! 4. Heartbeats run in rounds of their own, so slow extensions never delay the heartbeats that
+//!    keep the other queued waiters alive.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -6,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 
-use crate::backend::{Backend, HeldLock};
+use crate::backend::{Backend, LockParty};
 use crate::lease::LostSignal;
 
 /// Fair grants held under their short claim lease: the next heartbeat round extends each to its
@@ -18,7 +42,7 @@ pub(crate) struct Claims {
 
 #[derive(Debug, Default)]
 struct ClaimTable {
-    fresh: HashMap<HeldLock, Claim>,
+    fresh: HashMap<LockParty, Claim>,
     /// While a round extends the claims it took: the guards released since (by their lost
     /// signals), whose claims are not to be tried again.
     released: Option<Vec<Arc<LostSignal>>>,
@@ -38,14 +62,14 @@ impl Claims {
     }
 
     /// `lock` was granted under a claim lease; extend it to `lease` at the next heartbeat round.
-    pub(crate) fn add(&self, lock: HeldLock, lease: Duration, lost: Arc<LostSignal>) {
+    pub(crate) fn add(&self, lock: LockParty, lease: Duration, lost: Arc<LostSignal>) {
         self.table().fresh.insert(lock, Claim { lease, lost });
     }
 
     /// Claims whose extension failed: try again at the next round, unless released meanwhile
     /// (renewals go by owner: a later hold of the same owner must not be stretched), lost, or
     /// granted again.
-    fn retry(&self, claims: Vec<(HeldLock, Claim)>) {
+    fn retry(&self, claims: Vec<(LockParty, Claim)>) {
         let mut table = self.table();
         for (lock, claim) in claims {
             let released = (table.released.as_ref())
@@ -58,7 +82,7 @@ impl Claims {
 
     /// The guard whose lost signal is `lost` released `lock`: nothing of it to extend. A claim of
     /// a later grant to the same owner (the guard's lease was lost meanwhile) stays.
-    pub(crate) fn remove(&self, lock: &HeldLock, lost: &Arc<LostSignal>) {
+    pub(crate) fn remove(&self, lock: &LockParty, lost: &Arc<LostSignal>) {
         let mut table = self.table();
         if table
             .fresh
@@ -73,7 +97,7 @@ impl Claims {
     }
 
     /// The claims to extend in this round; releases are noted until [`Claims::round_done`].
-    fn take_all(&self) -> Vec<(HeldLock, Claim)> {
+    fn take_all(&self) -> Vec<(LockParty, Claim)> {
         let mut table = self.table();
         table.released = Some(Default::default());
         table.fresh.drain().collect()
@@ -99,9 +123,9 @@ pub(super) async fn extend_claims(backend: &Backend, claims: &Claims) {
 }
 
 /// Extend one batch of grants that share a lease.
-async fn extend_batch(backend: &Backend, claims: &Claims, batch: &[(HeldLock, Claim)]) {
+async fn extend_batch(backend: &Backend, claims: &Claims, batch: &[(LockParty, Claim)]) {
     let lease = batch[0].1.lease;
-    let locks: Vec<HeldLock> = batch.iter().map(|(lock, _)| lock.clone()).collect();
+    let locks: Vec<LockParty> = batch.iter().map(|(lock, _)| lock.clone()).collect();
     let started = Instant::now();
     match backend.renew(&locks, lease).await {
         Ok(extended) => {
@@ -126,7 +150,7 @@ mod tests {
     #[test]
     fn an_earlier_guards_release_leaves_a_later_grants_claim() {
         let claims = Claims::default();
-        let lock = HeldLock {
+        let lock = LockParty {
             id: Arc::from("k"),
             owner: Arc::from("m:1"),
         };

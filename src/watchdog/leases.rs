@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::backend::HeldLock;
+use crate::backend::LockParty;
 use crate::lease::LostSignal;
 use crate::waiters::LockId;
 
@@ -81,11 +81,11 @@ impl Leases {
     }
 
     /// Every lease, with the token of its holds.
-    pub(super) fn snapshot(&self) -> Vec<(HeldLock, u64)> {
+    pub(super) fn snapshot(&self) -> Vec<(LockParty, u64)> {
         self.table()
             .iter()
             .map(|((id, owner), lease)| {
-                let lock = HeldLock {
+                let lock = LockParty {
                     id: id.clone(),
                     owner: owner.clone(),
                 };
@@ -102,7 +102,7 @@ impl Leases {
     /// The outcome of renewing the lease of `lock` whose holds had `token` when the round began.
     pub(super) fn record(
         &self,
-        lock: &HeldLock,
+        lock: &LockParty,
         token: u64,
         outcome: Option<bool>,
         started: Instant,

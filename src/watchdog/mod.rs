@@ -1,4 +1,4 @@
-//! The watchdog: ONE task per manager. Every lease/3 it renews every held lease in batches (many locks
+//! The watchdog: one task per manager. Every lease/3 it renews every held lease in batches (many locks
 //! per round trip). A renewal that finds a lock gone marks its guard lost at once; a lease that was
 //! not renewed in time is lost when it may have run out (its guard's deadline, which every renewal
 //! moves on). Every eviction/3 it heartbeats the requests queued for fair locks, so that only dead
@@ -16,7 +16,7 @@ use futures_util::future::{join_all, BoxFuture};
 use tokio::sync::Notify;
 use tokio::time::MissedTickBehavior;
 
-use crate::backend::{Backend, HeldLock};
+use crate::backend::{Backend, LockParty};
 use crate::background::BackgroundQueue;
 use crate::waiters::WaitRegistry;
 use claims::extend_claims;
@@ -185,7 +185,7 @@ async fn renew_all(backend: Arc<Backend>, leases: Arc<Leases>, lease: Duration) 
     let started = Instant::now();
     let batches = held.chunks(backend.renew_batch_size()).map(|batch| {
         let backend = backend.clone();
-        let locks: Vec<HeldLock> = batch.iter().map(|(lock, _)| lock.clone()).collect();
+        let locks: Vec<LockParty> = batch.iter().map(|(lock, _)| lock.clone()).collect();
         async move { (batch, backend.renew(&locks, lease).await) }
     });
     for (batch, result) in join_all(batches).await {

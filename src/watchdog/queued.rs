@@ -4,12 +4,12 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
-use crate::backend::HeldLock;
+use crate::backend::LockParty;
 
 /// The requests of this manager queued for fair locks, by (lock, owner).
 #[derive(Debug, Default)]
 pub(crate) struct Queued {
-    table: Mutex<HashMap<HeldLock, QueuedWaiter>>,
+    table: Mutex<HashMap<LockParty, QueuedWaiter>>,
 }
 
 #[derive(Debug, Default)]
@@ -21,16 +21,16 @@ struct QueuedWaiter {
 }
 
 impl Queued {
-    fn table(&self) -> MutexGuard<'_, HashMap<HeldLock, QueuedWaiter>> {
+    fn table(&self) -> MutexGuard<'_, HashMap<LockParty, QueuedWaiter>> {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// `waiter` joined its lock's queue: heartbeat it until [`Queued::remove`].
-    pub(crate) fn add(&self, waiter: &HeldLock) {
+    pub(crate) fn add(&self, waiter: &LockParty) {
         self.table().entry(waiter.clone()).or_default().requests += 1;
     }
 
-    pub(crate) fn remove(&self, waiter: &HeldLock) {
+    pub(crate) fn remove(&self, waiter: &LockParty) {
         let mut table = self.table();
         if let Some(entry) = table.get_mut(waiter) {
             entry.requests -= 1;
@@ -41,17 +41,17 @@ impl Queued {
     }
 
     /// When `waiter` was last known to be queued, not yet granted (see [`QueuedWaiter`]).
-    pub(crate) fn confirmed(&self, waiter: &HeldLock) -> Option<Instant> {
+    pub(crate) fn confirmed(&self, waiter: &LockParty) -> Option<Instant> {
         self.table().get(waiter).and_then(|entry| entry.confirmed)
     }
 
-    pub(super) fn confirm(&self, waiter: &HeldLock, at: Instant) {
+    pub(super) fn confirm(&self, waiter: &LockParty, at: Instant) {
         if let Some(entry) = self.table().get_mut(waiter) {
             entry.confirmed = Some(at);
         }
     }
 
-    pub(super) fn snapshot(&self) -> Vec<HeldLock> {
+    pub(super) fn snapshot(&self) -> Vec<LockParty> {
         self.table().keys().cloned().collect()
     }
 

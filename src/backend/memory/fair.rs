@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Held, MemoryBackend, Table};
-use crate::backend::{owner_of, AcquireRequest, Attempt, HeldLock};
+use super::{Holder, MemoryBackend, Table};
+use crate::backend::{owner_of, AcquireRequest, Attempt, LockParty};
 use crate::waiters::LockId;
 
 /// Leave the queue of `id`; an emptied queue goes, so that locks waited for once leave nothing.
@@ -67,7 +67,7 @@ impl MemoryBackend {
                 return false;
             };
             let token = self.next_token();
-            let held = Held {
+            let held = Holder {
                 owner: Arc::from(owner_of(&head)),
                 count: 1,
                 token,
@@ -101,7 +101,7 @@ impl MemoryBackend {
     }
 
     /// True per waiter still queued behind a live holder; false: it should re-check now.
-    pub(crate) fn heartbeat(&self, batch: &[HeldLock]) -> Vec<bool> {
+    pub(crate) fn heartbeat(&self, batch: &[LockParty]) -> Vec<bool> {
         let now = Instant::now();
         let mut table = self.table();
         batch

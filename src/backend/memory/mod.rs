@@ -8,12 +8,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::{AcquireRequest, Attempt, HeldLock, Released};
+use super::{AcquireRequest, Attempt, LockParty, Released};
 use crate::options::Mode;
 use crate::waiters::{LockId, WaitRegistry};
 
+/// The current holder of a lock: who, how many times re-entered, under which token, until when.
 #[derive(Debug)]
-struct Held {
+struct Holder {
     owner: Arc<str>,
     count: u32,
     token: u64,
@@ -24,7 +25,7 @@ struct Held {
 
 #[derive(Debug, Default)]
 struct Table {
-    locks: HashMap<LockId, Held>,
+    locks: HashMap<LockId, Holder>,
     /// Fair locks: waiters (`<owner>|<n>`, one per wait) in arrival order.
     queues: HashMap<LockId, VecDeque<Arc<str>>>,
     /// Sweep expired entries when the table grows past this size.
@@ -33,14 +34,14 @@ struct Table {
 
 impl Table {
     /// The live holder of `id`, forgetting an expired one.
-    fn holder(&mut self, id: &LockId, now: Instant) -> Option<&mut Held> {
+    fn holder(&mut self, id: &LockId, now: Instant) -> Option<&mut Holder> {
         if self.locks.get(id).is_some_and(|h| h.expires <= now) {
             self.locks.remove(id);
         }
         self.locks.get_mut(id)
     }
 
-    fn insert(&mut self, id: &LockId, held: Held, now: Instant) {
+    fn insert(&mut self, id: &LockId, held: Holder, now: Instant) {
         self.locks.insert(id.clone(), held);
         if self.locks.len() >= self.sweep_at {
             self.locks.retain(|_, h| h.expires > now);
@@ -135,7 +136,7 @@ impl MemoryBackend {
             return Attempt::OtherMode;
         }
         let token = self.next_token();
-        let held = Held {
+        let held = Holder {
             owner: Arc::from(req.owner),
             count: 1,
             token,
@@ -175,7 +176,7 @@ impl MemoryBackend {
         Released::Freed
     }
 
-    pub(crate) fn renew(&self, batch: &[HeldLock], lease: Duration) -> Vec<bool> {
+    pub(crate) fn renew(&self, batch: &[LockParty], lease: Duration) -> Vec<bool> {
         let now = Instant::now();
         let mut table = self.table();
         batch

@@ -9,11 +9,12 @@ use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::holds::{Binding, Part, QuorumAttempt, Stale};
-use super::round::{gather, jitter, NodeCall, Verdict};
+use super::round::{gather, NodeCall, Verdict};
 use super::{bounded, Node, QuorumBackend, ACQUIRE, FAIR_REFUSED, RELEASE};
 use crate::backend::drift;
-use crate::backend::redis::{fence_key, waiters_key, ScriptCall};
-use crate::backend::{AcquireRequest, Attempt, HeldLock};
+use crate::backend::jitter;
+use crate::backend::redis::{fence_key, flag, millis, waiters_key, ScriptCall};
+use crate::backend::{AcquireRequest, Attempt, LockParty};
 use crate::error::BoxError;
 use crate::options::Mode;
 
@@ -41,18 +42,6 @@ fn grant((acquired, value, reentered): (i64, i64, i64)) -> Grant {
     }
 }
 
-fn flag(b: bool) -> &'static str {
-    if b {
-        "1"
-    } else {
-        "0"
-    }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
-}
-
 impl QuorumBackend {
     /// One attempt: the lock on every master at once. It counts when a majority granted it and
     /// validity = (lease + drift) − elapsed − drift > 0, where every master was asked to keep it for
@@ -65,7 +54,7 @@ impl QuorumBackend {
             return Err(FAIR_REFUSED.into());
         }
         let n = self.nodes.len();
-        let lock = HeldLock {
+        let lock = LockParty {
             id: req.id.clone(),
             owner: Arc::from(req.owner),
         };
@@ -159,7 +148,7 @@ impl QuorumBackend {
     fn acquire_call(
         &self,
         i: usize,
-        lock: &HeldLock,
+        lock: &LockParty,
         lease: Duration,
         req: &AcquireRequest<'_>,
         attempt: u64,
@@ -192,7 +181,7 @@ impl QuorumBackend {
     fn settle_after_win(
         &self,
         mut rest: FuturesUnordered<NodeCall<Grant>>,
-        lock: HeldLock,
+        lock: LockParty,
         hold_token: u64,
         fresh: Option<u64>,
     ) {
@@ -224,7 +213,7 @@ impl QuorumBackend {
     fn settle_after_loss(
         &self,
         mut rest: FuturesUnordered<NodeCall<Grant>>,
-        lock: HeldLock,
+        lock: LockParty,
         fresh: Option<u64>,
     ) {
         if rest.is_empty() {
@@ -245,7 +234,7 @@ impl QuorumBackend {
         });
     }
 
-    fn undo(&self, lock: HeldLock) -> Undo {
+    fn undo(&self, lock: LockParty) -> Undo {
         Undo {
             lock,
             nodes: self.nodes.clone(),
@@ -257,7 +246,7 @@ impl QuorumBackend {
 
 /// Undoes one attempt's grants on the masters.
 struct Undo {
-    lock: HeldLock,
+    lock: LockParty,
     nodes: Vec<Node>,
     prefix: String,
     timeout: Duration,
@@ -289,7 +278,7 @@ impl Undo {
 
 /// The call that drops one hold of `lock` on one master, found `by` its token or attempt; when
 /// it frees the lock there, it tells one waiting manager other than `skip`.
-pub(super) fn release_call(lock: &HeldLock, prefix: &str, skip: &str, by: Binding) -> ScriptCall {
+pub(super) fn release_call(lock: &LockParty, prefix: &str, skip: &str, by: Binding) -> ScriptCall {
     let mut call = ScriptCall::new(&RELEASE, 2);
     call.key(&*lock.id)
         .key(waiters_key(&lock.id))

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
-use crate::backend::HeldLock;
+use crate::backend::LockParty;
 
 /// What one master has of a hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +56,7 @@ pub(super) type Stale = (usize, u64, u32);
 
 /// One hold of one owner (re-entries count on it).
 #[derive(Debug)]
-struct Hold {
+struct QuorumHold {
     count: u32,
     /// The fencing token of the hold: the largest token of the masters that granted it.
     token: u64,
@@ -70,17 +70,17 @@ struct Hold {
 
 /// The quorum holds of this manager.
 #[derive(Debug, Default)]
-pub(super) struct Holds {
-    table: Mutex<HashMap<HeldLock, Hold>>,
+pub(super) struct QuorumHolds {
+    table: Mutex<HashMap<LockParty, QuorumHold>>,
 }
 
-impl Holds {
-    fn table(&self) -> MutexGuard<'_, HashMap<HeldLock, Hold>> {
+impl QuorumHolds {
+    fn table(&self) -> MutexGuard<'_, HashMap<LockParty, QuorumHold>> {
         // Each operation leaves the table consistent before it could panic.
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(super) fn contains(&self, lock: &HeldLock) -> bool {
+    pub(super) fn contains(&self, lock: &LockParty) -> bool {
         self.table().contains_key(lock)
     }
 
@@ -92,14 +92,14 @@ impl Holds {
     /// the lost hold still has on masters the new one re-entered is returned, to be dropped.
     pub(super) fn record(
         &self,
-        lock: HeldLock,
+        lock: LockParty,
         won: &[Won],
         parts: Vec<Part>,
         attempt: QuorumAttempt,
     ) -> (u64, Vec<Stale>) {
         let fresh = new_token(won);
         let mut table = self.table();
-        let hold = table.entry(lock).or_insert_with(|| Hold {
+        let hold = table.entry(lock).or_insert_with(|| QuorumHold {
             count: 0,
             token: fresh,
             parts: vec![Part::Pending; attempt.n],
@@ -121,7 +121,7 @@ impl Holds {
                     .filter(|(_, _, holds)| *holds > 0)
                     .collect();
             }
-            *hold = Hold {
+            *hold = QuorumHold {
                 count: 0,
                 token: fresh,
                 parts,
@@ -143,7 +143,7 @@ impl Holds {
     }
 
     /// How many of the masters in `won` kept the owner's current hold (0 when it has none).
-    pub(super) fn continuing(&self, lock: &HeldLock, won: &[Won]) -> usize {
+    pub(super) fn continuing(&self, lock: &LockParty, won: &[Won]) -> usize {
         self.table()
             .get(lock)
             .filter(|hold| hold.count > 0)
@@ -153,7 +153,13 @@ impl Holds {
     /// A master answered the attempt of the hold under `hold_token` after the attempt was decided
     /// (`part`: what it answered). False when that hold is not the owner's any more (released,
     /// or lost and taken anew): what the master took is then the caller's to undo.
-    pub(super) fn settle(&self, lock: &HeldLock, hold_token: u64, node: usize, part: Part) -> bool {
+    pub(super) fn settle(
+        &self,
+        lock: &LockParty,
+        hold_token: u64,
+        node: usize,
+        part: Part,
+    ) -> bool {
         let mut table = self.table();
         let Some(hold) = table.get_mut(lock).filter(|hold| hold.token == hold_token) else {
             return false;
@@ -172,7 +178,7 @@ impl Holds {
     /// One hold under `token` is released: what to drop on each master. `None` when the owner's
     /// hold is not that one any more (lost, and taken anew since): nothing of it is left to drop.
     /// A master whose answer is still out gets nothing: its settling undoes what it took.
-    pub(super) fn release(&self, lock: &HeldLock, token: u64) -> Option<Release> {
+    pub(super) fn release(&self, lock: &LockParty, token: u64) -> Option<Release> {
         let mut table = self.table();
         let hold = table.get_mut(lock).filter(|hold| hold.token == token)?;
         let on = hold
@@ -199,7 +205,7 @@ impl Holds {
 
 /// How many masters answered that they do not have `hold`: they took the lock afresh, re-entered
 /// a hold of another token than they issued for it, or answered that someone else holds it.
-fn gone(hold: &Hold, won: &[Won], parts: &[Part]) -> usize {
+fn gone(hold: &QuorumHold, won: &[Won], parts: &[Part]) -> usize {
     let replaced = won
         .iter()
         .filter(|(i, token, reentered)| {
@@ -222,7 +228,7 @@ fn new_token(won: &[Won]) -> u64 {
 }
 
 /// The masters in `won` that re-entered `hold` under the token they issued for it (if known).
-fn continuing(hold: &Hold, won: &[Won]) -> usize {
+fn continuing(hold: &QuorumHold, won: &[Won]) -> usize {
     won.iter()
         .filter(|(i, token, reentered)| {
             *reentered
@@ -240,8 +246,8 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    fn lock() -> HeldLock {
-        HeldLock {
+    fn lock() -> LockParty {
+        LockParty {
             id: Arc::from("{ns:k}"),
             owner: Arc::from("m:1"),
         }
@@ -257,7 +263,7 @@ mod tests {
 
     #[test]
     fn a_reentry_keeps_its_token_while_a_majority_still_holds_it() {
-        let holds = Holds::default();
+        let holds = QuorumHolds::default();
         // first hold: masters 0 and 1 granted it (master 2 answered too late)
         let first = [(0, 10, false), (1, 30, false)];
         let parts = vec![Part::Granted(10), Part::Granted(30), Part::Pending];
@@ -296,7 +302,7 @@ mod tests {
 
     #[test]
     fn a_late_answer_settles_only_into_the_hold_of_its_attempt() {
-        let holds = Holds::default();
+        let holds = QuorumHolds::default();
         let first = [(0, 10, false), (1, 30, false)];
         let parts = vec![Part::Granted(10), Part::Granted(30), Part::Pending];
         assert_eq!(holds.record(lock(), &first, parts, attempt(1)).0, 30);
@@ -318,7 +324,7 @@ mod tests {
 
     #[test]
     fn a_lost_hold_left_on_a_master_the_new_hold_reentered_is_dropped() {
-        let holds = Holds::default();
+        let holds = QuorumHolds::default();
         let first = [(0, 10, false), (1, 30, false), (2, 20, false)];
         let parts = vec![Part::Granted(10), Part::Granted(30), Part::Granted(20)];
         assert_eq!(
@@ -338,7 +344,7 @@ mod tests {
     #[test]
     fn a_stale_drop_counts_only_what_that_master_granted() {
         let lost_on_0_and_1 = |master_1: Part| {
-            let holds = Holds::default();
+            let holds = QuorumHolds::default();
             let first = [(0, 10, false), (1, 30, false), (2, 20, false)];
             let parts = vec![Part::Granted(10), Part::Granted(30), Part::Granted(20)];
             assert_eq!(

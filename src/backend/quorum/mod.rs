@@ -8,10 +8,34 @@
 //! uses the same manager id, so each one's release scripts publish to the same inbox channel, which
 //! the manager subscribes on every master.
 //!
-//! Fair locks are refused: every master would keep its own FIFO queue, the parallel requests reach
-//! the masters in different orders, and grants made by different masters to different heads would
-//! split the lock with nobody holding a majority. One order across masters needs consensus, which
-//! RedLock does not have.
+//! # Why a quorum lock excludes
+//!
+//! Each master is asked to keep the lock for `lease + drift` (drift: `lease/100 + 2 ms`). An
+//! attempt counts only if a majority granted it and its validity, `(lease + drift) − elapsed −
+//! drift`, is positive; the guard counts its lease from the start of the attempt. Every granting
+//! master received its call after that start, so it keeps the lock at least until `start + lease +
+//! drift` by its own clock, which is later than `start + lease` by ours even when its clock runs
+//! 1% fast. Two holders at once would need two majorities granting at once, and any two
+//! majorities share a master, which holds one lock at a time.
+//!
+//! # Why fencing tokens increase
+//!
+//! Each master issues, per lock, `max(last + 1, its clock in µs)`: its own tokens strictly
+//! increase as long as its clock does not step back. A quorum lock's token is the largest of the
+//! majority that granted it. Any two majorities share a master, and that master granted the later
+//! holder after the earlier holder's hold there had ended. So, always, a holder's token is larger
+//! than the token that every master it shares with an earlier holder issued to that earlier holder;
+//! but the earlier holder's token may have come from a master the later one did not use. Hence a
+//! later holder's token is larger than an earlier holder's whenever the masters' clocks agree to
+//! within the time between the two acquisitions: a whole lease after a loss by expiry, as little as
+//! a round trip after an explicit release.
+//!
+//! # Why fair locks are refused
+//!
+//! Every master would keep its own FIFO queue, the parallel requests reach the masters in
+//! different orders, and grants made by different masters to different heads would split the lock
+//! with nobody holding a majority. One order across masters needs consensus, which RedLock does
+//! not have.
 
 mod acquire;
 mod connect;
@@ -28,14 +52,14 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::Script;
 
 use super::redis::RedisBackend;
-use super::{HeldLock, Released};
+use super::{LockParty, Released};
 use crate::background::Background;
 use crate::error::BoxError;
 use crate::key::LockKey;
 use crate::waiters::{Departure, LockId, WaitRegistry};
 use acquire::release_call;
 pub(crate) use connect::connect;
-use holds::Holds;
+use holds::QuorumHolds;
 use round::{gather, majority, NodeCall, Verdict};
 
 /// Why fair locks are refused on a quorum manager.
@@ -102,7 +126,7 @@ pub(crate) struct QuorumBackend {
     /// The manager's local waiters: a release wakes the next one here directly.
     waiters: Arc<WaitRegistry>,
     /// The holds this manager has, with the tokens the masters issued for them.
-    holds: Arc<Holds>,
+    holds: Arc<QuorumHolds>,
     /// The id of the next acquire attempt (see [`holds::Binding`]).
     attempts: AtomicU64,
     /// Bounds each master's call, and the jitter after a failed attempt.
@@ -168,7 +192,7 @@ impl QuorumBackend {
         owner: &str,
         token: u64,
     ) -> Result<Released, BoxError> {
-        let lock = HeldLock {
+        let lock = LockParty {
             id: id.clone(),
             owner: Arc::from(owner),
         };
@@ -230,11 +254,11 @@ impl QuorumBackend {
     /// renewed, and loses it once a whole lease passed that way).
     pub(crate) async fn renew(
         &self,
-        batch: &[HeldLock],
+        batch: &[LockParty],
         lease: Duration,
     ) -> Result<Vec<bool>, BoxError> {
         let (n, q) = (self.nodes.len(), self.quorum());
-        let shared: Arc<[HeldLock]> = Arc::from(batch);
+        let shared: Arc<[LockParty]> = Arc::from(batch);
         let suspect = self.suspects();
         let mut rest: FuturesUnordered<NodeCall<Vec<bool>>> = self
             .nodes

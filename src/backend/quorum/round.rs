@@ -2,8 +2,6 @@
 //! as soon as the outcome can no longer change. The calls still in flight then are handed back, to
 //! be finished in the background (never dropped: a dropped call could leave a lock behind).
 
-use std::time::Duration;
-
 use futures_util::future::BoxFuture;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
@@ -142,17 +140,6 @@ pub(super) async fn gather<T>(
     }
 }
 
-/// A random duration in `[0, max]`, so that contenders that split a lock do not retry in lockstep.
-pub(crate) fn jitter(max: Duration) -> Duration {
-    let nanos = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
-    if nanos == 0 {
-        return Duration::ZERO;
-    }
-    // A v4 UUID is 122 random bits from the OS: plenty, and no extra dependency.
-    let random = uuid::Uuid::new_v4().as_u128() as u64;
-    Duration::from_nanos(random % (nanos + 1))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,22 +198,6 @@ mod tests {
                     assert!(c.verdict(n).is_some(), "{c:?} of {n}");
                 }
             }
-        }
-    }
-
-    #[test]
-    fn drift_and_jitter_stay_in_bounds() {
-        assert_eq!(
-            crate::backend::drift(Duration::from_secs(30)),
-            Duration::from_millis(302)
-        );
-        assert_eq!(
-            crate::backend::drift(Duration::from_millis(100)),
-            Duration::from_millis(3)
-        );
-        assert_eq!(jitter(Duration::ZERO), Duration::ZERO);
-        for _ in 0..100 {
-            assert!(jitter(Duration::from_millis(3)) <= Duration::from_millis(3));
         }
     }
 }

@@ -1,6 +1,7 @@
-//! One script call, written straight into its `EVALSHA` command: `redis::ScriptInvocation` keeps
-//! every key and argument in a buffer of its own and copies them all again into the command, which
-//! is a fifth of the client's work per lock operation.
+//! One script call, written straight into its `EVALSHA` command. `redis::ScriptInvocation` keeps
+//! every key and argument in a buffer of its own and copies them all again into the command; this
+//! type sizes the command once and writes each key and argument into it directly (BENCHMARKS.md,
+//! "Many keys").
 
 use redis::{
     Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, ToRedisArgs, Value,

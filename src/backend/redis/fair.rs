@@ -1,8 +1,8 @@
 //! Fair (FIFO) locks on Redis: a queue per lock, grants made by the release script, heartbeats
 //! that keep live waiters queued and let dead ones be evicted.
 
-use super::{flag, keys, scripts, server_ms, slot_hint, RedisBackend, ScriptCall};
-use crate::backend::{AcquireRequest, Attempt, HeldLock, Released};
+use super::{flag, names, scripts, server_ms, slot_hint, RedisBackend, ScriptCall};
+use crate::backend::{AcquireRequest, Attempt, LockParty, Released};
 use crate::error::BoxError;
 use crate::waiters::LockId;
 
@@ -13,10 +13,10 @@ impl RedisBackend {
     ) -> Result<Attempt, BoxError> {
         let mut call = ScriptCall::new(&scripts::FAIR_ACQUIRE, 5);
         call.key(&**req.id)
-            .key(keys::queue(req.id))
-            .key(keys::heartbeat(req.id, req.waiter))
-            .key(keys::fence(req.id))
-            .key(keys::waiters(req.id))
+            .key(names::queue(req.id))
+            .key(names::heartbeat(req.id, req.waiter))
+            .key(names::fence(req.id))
+            .key(names::waiters(req.id))
             .arg(req.owner)
             .arg(server_ms(req.lease))
             .arg(flag(req.will_wait))
@@ -38,8 +38,8 @@ impl RedisBackend {
     ) -> Result<Released, BoxError> {
         let mut call = ScriptCall::new(&scripts::FAIR_RELEASE, 3);
         call.key(&**id)
-            .key(keys::queue(id))
-            .key(keys::fence(id))
+            .key(names::queue(id))
+            .key(names::fence(id))
             .arg(owner)
             .arg(&self.inbox_prefix)
             .arg(server_ms(self.eviction));
@@ -55,9 +55,9 @@ impl RedisBackend {
     pub(crate) async fn leave_queue(&self, id: &LockId, waiter: &str) -> Result<(), BoxError> {
         let mut call = ScriptCall::new(&scripts::FAIR_ABANDON, 4);
         call.key(&**id)
-            .key(keys::queue(id))
-            .key(keys::heartbeat(id, waiter))
-            .key(keys::fence(id))
+            .key(names::queue(id))
+            .key(names::heartbeat(id, waiter))
+            .key(names::fence(id))
             .arg(crate::backend::owner_of(waiter))
             .arg(waiter)
             .arg(&self.inbox_prefix)
@@ -65,12 +65,12 @@ impl RedisBackend {
         self.invoke::<i64>(slot_hint(id), &call).await.map(drop)
     }
 
-    pub(crate) async fn heartbeat(&self, batch: &[HeldLock]) -> Result<Vec<bool>, BoxError> {
+    pub(crate) async fn heartbeat(&self, batch: &[LockParty]) -> Result<Vec<bool>, BoxError> {
         let mut call = ScriptCall::new(&scripts::HEARTBEAT, 3 * batch.len());
         for waiter in batch {
             call.key(&*waiter.id)
-                .key(keys::queue(&waiter.id))
-                .key(keys::heartbeat(&waiter.id, &waiter.owner));
+                .key(names::queue(&waiter.id))
+                .key(names::heartbeat(&waiter.id, &waiter.owner));
         }
         call.arg(server_ms(self.eviction));
         let hint = batch.first().map_or(0, |w| slot_hint(&w.id));

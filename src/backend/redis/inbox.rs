@@ -16,6 +16,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, ProtocolVersion, PushInfo, PushKind, RedisError};
 use tokio::sync::{oneshot, Notify};
 
+use crate::backend::jitter;
 use crate::error::LockError;
 use crate::waiters::{LockId, WaitRegistry};
 
@@ -251,7 +252,8 @@ impl Inbox {
     async fn reconnect(&self) -> Subscription {
         let mut backoff = MIN_BACKOFF;
         loop {
-            tokio::time::sleep(jitter(backoff)).await;
+            // up to 50% more, so that many managers do not reconnect in lockstep
+            tokio::time::sleep(backoff + jitter(backoff / 2)).await;
             match self.subscribe().await {
                 Ok(sub) => {
                     tracing::info!(channel = %self.channel, "lock inbox reconnected");
@@ -264,15 +266,6 @@ impl Inbox {
             }
         }
     }
-}
-
-/// `d` plus up to 50% so that many managers do not reconnect in lockstep.
-fn jitter(d: Duration) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|t| t.subsec_nanos())
-        .unwrap_or(0);
-    d + d.mul_f64(f64::from(nanos % 1000) / 2000.0)
 }
 
 #[cfg(test)]

@@ -1,12 +1,13 @@
 //! The Redis backend: a command pool (or a user's bb8 pool), the Lua scripts, and key naming. The
 //! inbox (the one pub/sub connection) lives beside it; `connect` wires both for a manager.
 
+mod args;
+mod batcher;
 mod call;
 mod connect;
 mod fair;
 mod inbox;
-mod keys;
-mod outbox;
+mod names;
 mod pool;
 mod scripts;
 
@@ -15,16 +16,17 @@ use std::time::Duration;
 
 use redis::FromRedisValue;
 
+pub(crate) use args::{flag, millis, server_ms};
 pub(crate) use call::ScriptCall;
 pub(crate) use connect::{connect, open_server, spawn_inbox, Server, Settings};
 pub(crate) use inbox::{Inbox, Subscription, Unclaimed};
-pub(crate) use keys::KeySpace;
-pub(crate) use keys::{fence as fence_key, waiters as waiters_key};
+pub(crate) use names::KeySpace;
+pub(crate) use names::{fence as fence_key, waiters as waiters_key};
 pub use pool::RedisPool;
 pub(crate) use pool::{CommandPool, Connector};
 pub(crate) use scripts::assemble as assemble_script;
 
-use super::{AcquireRequest, Attempt, HeldLock, Released};
+use super::{AcquireRequest, Attempt, LockParty, Released};
 use crate::error::BoxError;
 use crate::key::LockKey;
 use crate::waiters::{Departure, LockId};
@@ -40,14 +42,6 @@ pub(crate) struct RedisBackend {
     /// Fair mode: a queued waiter without heartbeat for this long is evicted; a grant starts with a
     /// claim lease this long.
     eviction: Duration,
-}
-
-fn flag(b: bool) -> &'static str {
-    if b {
-        "1"
-    } else {
-        "0"
-    }
 }
 
 /// An acquire script's answer: the fencing token (> 0) when acquired; 0 when the lock is held or
@@ -101,16 +95,6 @@ fn slot_hint(id: &str) -> u64 {
 /// reply. A frozen server runs the attempt when it resumes; if it took the lock, the reply lets the
 /// manager release it at once instead of leaving it held for a whole lease.
 pub(crate) const LATE_REPLY: Duration = Duration::from_secs(30);
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
-}
-
-/// How long Redis is asked to keep a lease the client counts as `lease`: the drift allowance
-/// more (see [`crate::backend::drift`]).
-fn server_ms(lease: Duration) -> u64 {
-    millis(lease + crate::backend::drift(lease))
-}
 
 impl RedisBackend {
     pub(crate) fn new(
@@ -216,9 +200,9 @@ impl RedisBackend {
         }
         let mut call = ScriptCall::new(&scripts::ACQUIRE, 4);
         call.key(&**req.id)
-            .key(keys::waiters(req.id))
-            .key(keys::fence(req.id))
-            .key(keys::queue(req.id))
+            .key(names::waiters(req.id))
+            .key(names::fence(req.id))
+            .key(names::queue(req.id))
             .arg(req.owner)
             .arg(server_ms(req.lease))
             .arg(wait_mode(req));
@@ -238,7 +222,7 @@ impl RedisBackend {
     ) -> Result<Released, BoxError> {
         let mut call = ScriptCall::new(&scripts::RELEASE, 2);
         call.key(&**id)
-            .key(keys::waiters(id))
+            .key(names::waiters(id))
             .arg(owner)
             .arg(&self.inbox_prefix);
         if let Some(token) = token {
@@ -250,7 +234,7 @@ impl RedisBackend {
 
     pub(crate) async fn renew(
         &self,
-        batch: &[HeldLock],
+        batch: &[LockParty],
         lease: Duration,
     ) -> Result<Vec<bool>, BoxError> {
         let mut call = ScriptCall::new(&scripts::RENEW, batch.len());
@@ -269,7 +253,7 @@ impl RedisBackend {
     pub(crate) async fn abandon(&self, id: &LockId, departure: Departure) -> Result<(), BoxError> {
         let mut call = ScriptCall::new(&scripts::ABANDON, 2);
         call.key(&**id)
-            .key(keys::waiters(id))
+            .key(names::waiters(id))
             .arg(&*self.manager_id)
             .arg(flag(departure.last))
             .arg(flag(departure.pass_on))

@@ -1,5 +1,5 @@
 //! The command pool: a few multiplexed connections. Each slot (one by default) keeps one
-//! connection, with an outbox that batches its commands when it is busy; a command picks its slot
+//! connection, with a batcher that batches its commands when it is busy; a command picks its slot
 //! by lock, so any number of commands share the connections in flight (pipelined), commands on one
 //! lock stay on one connection, and the hot path takes no checkout (no PING, no timer). A
 //! connection that failed is marked broken: the next command on its slot opens a fresh one, and a
@@ -14,7 +14,7 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, RedisError};
 
-use super::outbox::Outbox;
+use super::batcher::CommandBatcher;
 use crate::error::BoxError;
 
 /// The pool type users may pass to [`crate::LockManagerBuilder::redis_pool`].
@@ -38,9 +38,9 @@ impl Connector {
     }
 }
 
-/// A pooled connection (through its outbox) and its broken flag, shared with the calls in flight.
+/// A pooled connection (through its batcher) and its broken flag, shared with the calls in flight.
 pub(crate) struct Tracked {
-    outbox: Arc<Outbox>,
+    batcher: Arc<CommandBatcher>,
     broken: Arc<AtomicBool>,
 }
 
@@ -60,7 +60,7 @@ impl Connector {
         }
         load.query_async::<()>(&mut conn).await?;
         Ok(Tracked {
-            outbox: Arc::new(Outbox::new(conn)),
+            batcher: Arc::new(CommandBatcher::new(conn)),
             broken: Arc::new(AtomicBool::new(false)),
         })
     }
@@ -88,10 +88,10 @@ impl BrokenFlag {
     }
 }
 
-/// How a command reaches Redis: through the outbox of one of our connections, or straight on a
+/// How a command reaches Redis: through the batcher of one of our connections, or straight on a
 /// connection of a pool the user built (used as its owner configured it).
 pub(crate) enum Channel {
-    Batched(Arc<Outbox>),
+    Batched(Arc<CommandBatcher>),
     Direct(MultiplexedConnection),
 }
 
@@ -100,7 +100,7 @@ impl Channel {
     pub(crate) async fn query(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
         use redis::aio::ConnectionLike;
         match self {
-            Channel::Batched(outbox) => outbox.send(cmd).await,
+            Channel::Batched(batcher) => batcher.send(cmd).await,
             Channel::Direct(conn) => conn.req_packed_command(cmd).await,
         }
     }
@@ -108,7 +108,7 @@ impl Channel {
     /// Load `script` into the server (it lost it: restarted, or its script cache was flushed).
     pub(crate) async fn load(&mut self, script: &redis::Script) -> redis::RedisResult<()> {
         let mut conn = match self {
-            Channel::Batched(outbox) => outbox.connection(),
+            Channel::Batched(batcher) => batcher.connection(),
             Channel::Direct(conn) => conn.clone(),
         };
         script.load_async(&mut conn).await.map(drop)
@@ -191,7 +191,7 @@ impl CommandPool {
                 format!("no Redis connection within {:?}", self.timeout).into()
             })??;
         let found = (
-            Channel::Batched(fresh.outbox.clone()),
+            Channel::Batched(fresh.batcher.clone()),
             BrokenFlag(Some(fresh.broken.clone())),
         );
         // A broken connection replaced here closes once the commands still on it are answered.
@@ -211,7 +211,7 @@ fn in_use(slot: &Slot) -> Option<(Channel, BrokenFlag)> {
         return None;
     }
     Some((
-        Channel::Batched(conn.outbox.clone()),
+        Channel::Batched(conn.batcher.clone()),
         BrokenFlag(Some(conn.broken.clone())),
     ))
 }

@@ -100,8 +100,9 @@ pub(crate) fn waiters(lock: &str) -> String {
     suffixed(lock, &[":w"])
 }
 
-/// A fair lock's queue: a list of waiters in order of arrival. (Not `:q`: versions before the
-/// list kept a zset there, which list commands would refuse, and such a zset may outlive them.)
+/// A fair lock's queue: a list of waiters in order of arrival. Its suffix is `:ql`, not `:q`: a
+/// zset left at `:q` by an older release of the crate never expires, and list commands on it
+/// would fail.
 pub(crate) fn queue(lock: &str) -> String {
     suffixed(lock, &[":ql"])
 }

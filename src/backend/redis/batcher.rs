@@ -1,7 +1,8 @@
-//! The outbox of one pooled connection: commands handed in while the connection's sender waits
-//! for its turn on the runtime go to Redis together, as one pipeline and one write. redis-rs's
-//! own connection writes whenever its queue runs empty, which on a busy process is every two or
-//! three commands, and every write is a system call on both sides of the socket.
+//! The command batcher of one pooled connection: commands handed in while the connection's sender
+//! waits for its turn on the runtime go to Redis together, as one pipeline and one write.
+//! redis-rs's own connection writes whenever its queue runs empty, which on a busy process happens
+//! every few commands. Every write is a system call on both sides of the socket (BENCHMARKS.md,
+//! "Many keys").
 //!
 //! Batching costs a command a hop to the sender task and a turn of the scheduler, so a command
 //! goes straight to the connection while little is out on it (a lone release that hands a lock
@@ -25,31 +26,31 @@ type Reply = oneshot::Sender<RedisResult<Value>>;
 
 /// The commands waiting for the next batch.
 #[derive(Default)]
-struct Waiting {
+struct NextBatch {
     commands: Mutex<Vec<(Cmd, Reply)>>,
 }
 
 /// Where callers leave commands for one connection.
-pub(crate) struct Outbox {
+pub(crate) struct CommandBatcher {
     conn: MultiplexedConnection,
-    waiting: Arc<Waiting>,
+    waiting: Arc<NextBatch>,
     /// Commands sent and not answered yet.
     unanswered: Arc<AtomicUsize>,
-    /// Wakes the sender: a command waits, or the outbox is gone.
+    /// Wakes the sender: a command waits, or the batcher is gone.
     wake: Arc<Notify>,
 }
 
-impl Drop for Outbox {
+impl Drop for CommandBatcher {
     fn drop(&mut self) {
         // The sender holds the waiting list weakly: woken, it finds it gone and ends.
         self.wake.notify_one();
     }
 }
 
-impl Outbox {
-    /// An outbox for `conn`, and its sender task (spawned on the current runtime).
+impl CommandBatcher {
+    /// An batcher for `conn`, and its sender task (spawned on the current runtime).
     pub(crate) fn new(conn: MultiplexedConnection) -> Self {
-        let waiting = Arc::new(Waiting::default());
+        let waiting = Arc::new(NextBatch::default());
         let unanswered = Arc::new(AtomicUsize::new(0));
         let wake = Arc::new(Notify::new());
         tokio::spawn(send_batches(
@@ -58,7 +59,7 @@ impl Outbox {
             unanswered.clone(),
             wake.clone(),
         ));
-        Outbox {
+        CommandBatcher {
             conn,
             waiting,
             unanswered,
@@ -66,7 +67,7 @@ impl Outbox {
         }
     }
 
-    /// The connection itself, for what does not go through the outbox (loading a script).
+    /// The connection itself, for what does not go through the batcher (loading a script).
     pub(crate) fn connection(&self) -> MultiplexedConnection {
         self.conn.clone()
     }
@@ -116,7 +117,7 @@ const BUSY: usize = 16;
 /// The sender: take what waits, send it as one batch, and go on while its replies are out.
 async fn send_batches(
     conn: MultiplexedConnection,
-    waiting: Weak<Waiting>,
+    waiting: Weak<NextBatch>,
     unanswered: Arc<AtomicUsize>,
     wake: Arc<Notify>,
 ) {
