@@ -9,7 +9,7 @@ use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::holds::{Binding, Part, QuorumAttempt, Stale};
-use super::round::{gather, NodeCall, Verdict};
+use super::round::{gather, NodeCall, Round, Verdict};
 use super::{bounded, Node, QuorumBackend, ACQUIRE, FAIR_REFUSED, RELEASE};
 use crate::backend::drift;
 use crate::backend::jitter;
@@ -69,19 +69,54 @@ impl QuorumBackend {
         let started = Instant::now();
         let calls = (0..n).map(|i| self.acquire_call(i, &lock, node_lease, req, attempt.id));
         let mut round = gather(calls, &self.suspects(), |g| matches!(g, Grant::Won { .. })).await;
-        let mut won: Vec<(usize, u64, bool)> = round
-            .answers
-            .iter()
+        let won = self.hear_reentry(&lock, reentry, &mut round).await;
+        let elapsed = started.elapsed();
+        let validity = node_lease.saturating_sub(elapsed).saturating_sub(drift);
+        if round.verdict == Verdict::Yes && !validity.is_zero() {
+            let token = self.keep(lock, round, &won, attempt, reentry);
+            return Ok(Attempt::Acquired { token });
+        }
+        if round.verdict == Verdict::Yes {
+            tracing::debug!(lock = %lock.id, ?elapsed, "quorum reached too late: lock not valid");
+        }
+        let Round {
+            answers,
+            rest,
+            verdict,
+        } = round;
+        self.undo_attempt(&lock, &answers, rest, attempt, reentry)
+            .await;
+        if verdict == Verdict::Down {
+            return Err(self.down("acquisition", &answers));
+        }
+        // Without a busy master (the round was too slow), retry after the pause; else wait for a
+        // wake-up from any master, or at most until the first busy master's holder expires.
+        let ttl = busy_ttl(&answers);
+        if req.will_wait {
+            let spread = (elapsed * 2 + Duration::from_millis(1)).min(self.node_timeout);
+            tokio::time::sleep(jitter(spread)).await;
+        }
+        Ok(Attempt::Busy { ttl })
+    }
+
+    /// The masters that granted the attempt, as `(master, token, reentered)`. A re-entry keeps its
+    /// token only if a majority shows the hold was kept: when the first majority cannot show it (a
+    /// master had not seen the first grant yet), the others are heard too.
+    async fn hear_reentry(
+        &self,
+        lock: &LockParty,
+        reentry: bool,
+        round: &mut Round<Grant>,
+    ) -> Vec<(usize, u64, bool)> {
+        let mut won: Vec<(usize, u64, bool)> = (round.answers.iter())
             .filter_map(|(i, answer)| match answer {
                 Ok(Grant::Won { token, reentered }) => Some((*i, *token, *reentered)),
                 _ => None,
             })
             .collect();
-        // A re-entry keeps its token only if a majority shows the hold was kept: when the first
-        // majority cannot show it (a master had not seen the first grant yet), hear the others.
         while reentry
             && round.verdict == Verdict::Yes
-            && self.holds.continuing(&lock, &won) < self.quorum()
+            && self.holds.continuing(lock, &won) < self.quorum()
         {
             let Some((i, answer)) = round.rest.next().await else {
                 break;
@@ -91,28 +126,44 @@ impl QuorumBackend {
             }
             round.answers.push((i, answer));
         }
-        let elapsed = started.elapsed();
-        let validity = node_lease.saturating_sub(elapsed).saturating_sub(drift);
-        if round.verdict == Verdict::Yes && !validity.is_zero() {
-            let parts = parts(n, &round.answers);
-            let (token, stale) = self.holds.record(lock.clone(), &won, parts, attempt);
-            if !stale.is_empty() {
-                let undo = self.undo(lock.clone());
-                self.finish_later(async move { undo.drop_stale(stale).await });
-            }
-            let fresh = (!reentry).then_some(attempt.id);
-            self.settle_after_win(round.rest, lock, token, fresh);
-            return Ok(Attempt::Acquired { token });
+        won
+    }
+
+    /// The attempt won: record the hold, drop what a lost hold left behind, and settle the
+    /// masters still answering. Returns the hold's fencing token.
+    fn keep(
+        &self,
+        lock: LockParty,
+        round: Round<Grant>,
+        won: &[(usize, u64, bool)],
+        attempt: QuorumAttempt,
+        reentry: bool,
+    ) -> u64 {
+        let parts = parts(attempt.n, &round.answers);
+        let (token, stale) = self.holds.record(lock.clone(), won, parts, attempt);
+        if !stale.is_empty() {
+            let undo = self.undo(lock.clone());
+            self.finish_later(async move { undo.drop_stale(stale).await });
         }
-        if round.verdict == Verdict::Yes {
-            tracing::debug!(lock = %lock.id, ?elapsed, "quorum reached too late: lock not valid");
-        }
-        // Undo what was granted now, before the next attempt, each by the token its master
-        // issued. A master that failed may still have run the script: a fresh take there is
-        // undone by this attempt's id (in the background: the master is likely down); a re-entry
-        // there is left alone (it would be told from the owner's earlier hold by nothing).
+        let fresh = (!reentry).then_some(attempt.id);
+        self.settle_after_win(round.rest, lock, token, fresh);
+        token
+    }
+
+    /// The attempt lost: undo what was granted now, before the next attempt, each by the token its
+    /// master issued. A master that failed may still have run the script: a fresh take there is
+    /// undone by this attempt's id (in the background: the master is likely down); a re-entry
+    /// there is left alone (it would be told from the owner's earlier hold by nothing).
+    async fn undo_attempt(
+        &self,
+        lock: &LockParty,
+        answers: &[(usize, Result<Grant, BoxError>)],
+        rest: FuturesUnordered<NodeCall<Grant>>,
+        attempt: QuorumAttempt,
+        reentry: bool,
+    ) {
         let (mut granted, mut unsure) = (Vec::new(), Vec::new());
-        for (i, answer) in &round.answers {
+        for (i, answer) in answers {
             match answer {
                 Ok(Grant::Won { token, .. }) => {
                     granted.push((self.nodes[*i].clone(), Binding::Token(*token)))
@@ -123,7 +174,7 @@ impl QuorumBackend {
                 _ => {}
             }
         }
-        self.settle_after_loss(round.rest, lock.clone(), (!reentry).then_some(attempt.id));
+        self.settle_after_loss(rest, lock.clone(), (!reentry).then_some(attempt.id));
         if !unsure.is_empty() {
             let undo = self.undo(lock.clone());
             self.finish_later(async move {
@@ -132,17 +183,6 @@ impl QuorumBackend {
         }
         let undo = self.undo(lock.clone());
         join_all(granted.into_iter().map(|(node, by)| undo.on(node, by))).await;
-        if round.verdict == Verdict::Down {
-            return Err(self.down("acquisition", &round.answers));
-        }
-        // Without a busy master (the round was too slow), retry after the pause; else wait for a
-        // wake-up from any master, or at most until the first busy master's holder expires.
-        let ttl = busy_ttl(&round.answers);
-        if req.will_wait {
-            let spread = (elapsed * 2 + Duration::from_millis(1)).min(self.node_timeout);
-            tokio::time::sleep(jitter(spread)).await;
-        }
-        Ok(Attempt::Busy { ttl })
     }
 
     fn acquire_call(
