@@ -44,6 +44,7 @@ pub mod actix;
 mod backend;
 mod background;
 mod error;
+mod ids;
 pub mod key;
 pub mod layer;
 mod lease;

@@ -11,14 +11,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
-/// The backend's name for one lock (for Redis, the lock's hash key). Wake-ups are routed by it.
-pub(crate) type LockId = Arc<str>;
+pub(crate) use crate::ids::LockId;
+use crate::ids::OwnerId;
 
 /// One waiting request.
 #[derive(Debug)]
 pub(crate) struct Waiter {
     seq: u64,
-    owner: Arc<str>,
+    owner: OwnerId,
     /// This wait's name in a fair queue and its grant messages: `<owner>|<seq>`, never the name
     /// of an earlier wait of the same owner.
     name: Arc<str>,
@@ -115,7 +115,7 @@ impl WaitRegistry {
     pub(crate) fn register(
         &self,
         id: &LockId,
-        owner: &Arc<str>,
+        owner: &OwnerId,
     ) -> Result<Arc<Waiter>, Arc<Waiter>> {
         let mut map = self.lock();
         let queue = map.entry(id.clone()).or_default();
@@ -236,8 +236,8 @@ mod tests {
     async fn a_wake_goes_to_one_waiter_in_order_and_survives_a_cancel() {
         let reg = WaitRegistry::default();
         let id: LockId = Arc::from("k");
-        let a = reg.register(&id, &Arc::from("o1")).unwrap();
-        let b = reg.register(&id, &Arc::from("o2")).unwrap();
+        let a = reg.register(&id, &OwnerId::new("o1")).unwrap();
+        let b = reg.register(&id, &OwnerId::new("o2")).unwrap();
         assert!(reg.wake_one("k"));
         assert!(a.has_unused_wake());
         assert!(!b.has_unused_wake());
@@ -270,7 +270,7 @@ mod tests {
     fn a_lone_cancelled_waiter_passes_its_wake_on() {
         let reg = WaitRegistry::default();
         let id: LockId = Arc::from("k");
-        let a = reg.register(&id, &Arc::from("o")).unwrap();
+        let a = reg.register(&id, &OwnerId::new("o")).unwrap();
         reg.wake_one("k");
         assert_eq!(
             reg.leave("k", &a, false),
@@ -285,7 +285,7 @@ mod tests {
     async fn one_owner_waits_through_one_request_at_a_time() {
         let reg = WaitRegistry::default();
         let id: LockId = Arc::from("k");
-        let owner: Arc<str> = Arc::from("o");
+        let owner = OwnerId::new("o");
         let first = reg.register(&id, &owner).unwrap();
         let sibling = reg.register(&id, &owner).unwrap_err();
         assert_eq!(sibling.seq, first.seq);

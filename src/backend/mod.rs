@@ -14,6 +14,7 @@ use tokio::sync::{oneshot, Notify};
 
 use crate::background::{Background, BackgroundQueue};
 use crate::error::BoxError;
+use crate::ids::OwnerId;
 use crate::key::LockKey;
 use crate::options::Mode;
 use crate::waiters::{Departure, LockId, WaitRegistry};
@@ -60,7 +61,7 @@ impl InboxStop {
 #[derive(Debug)]
 pub(crate) struct AcquireRequest<'a> {
     pub(crate) id: &'a LockId,
-    pub(crate) owner: &'a str,
+    pub(crate) owner: &'a OwnerId,
     /// This request's name in a fair lock's queue, `<owner>|<n>`: one per wait, so that nothing
     /// meant for an earlier wait of the same owner reaches this one (the owner, when the request
     /// does not wait).
@@ -196,7 +197,7 @@ impl Backend {
     pub(crate) async fn release(
         &self,
         id: &LockId,
-        owner: &str,
+        owner: &OwnerId,
         mode: Mode,
         token: u64,
         lost: bool,

@@ -12,6 +12,7 @@ use super::{Releaser, Shared};
 use crate::backend::{AcquireRequest, Attempt};
 use crate::background::{MustComplete, Undo, Work};
 use crate::error::{BoxError, LockError};
+use crate::ids::OwnerId;
 use crate::key::LockKey;
 use crate::lease::LostSignal;
 use crate::options::{Lease, LockOptions, Mode};
@@ -26,7 +27,7 @@ impl Shared {
         self: &Arc<Self>,
         key: &str,
         opts: &LockOptions,
-        owner: &Arc<str>,
+        owner: &OwnerId,
         wait: bool,
     ) -> Result<Option<LockGuard>, LockError> {
         let lock_key = LockKey::new(key)?;
@@ -62,7 +63,7 @@ struct Acquisition<'a> {
     shared: &'a Arc<Shared>,
     key: &'a str,
     id: LockId,
-    owner: &'a Arc<str>,
+    owner: &'a OwnerId,
     mode: Mode,
     lease: Duration,
     /// Kept by the watchdog (else a fixed lease).
@@ -83,7 +84,7 @@ impl<'a> Acquisition<'a> {
         key: &'a str,
         lock_key: &LockKey,
         opts: &LockOptions,
-        owner: &'a Arc<str>,
+        owner: &'a OwnerId,
     ) -> Self {
         let started = Instant::now();
         let (lease, watched) = match opts.lease_value() {
@@ -169,7 +170,7 @@ impl<'a> Acquisition<'a> {
         let waiter = self
             .ticket
             .as_ref()
-            .map_or(self.owner, WaitTicket::name)
+            .map_or(self.owner.as_arc(), WaitTicket::name)
             .clone();
         let (lease, mode, will_wait) = (self.lease, self.mode, self.ticket.is_some());
         let others_waiting = self.ticket.as_ref().is_some_and(WaitTicket::others_waiting);
@@ -286,7 +287,7 @@ impl<'a> Acquisition<'a> {
 fn release_if_won(
     shared: &Shared,
     id: &LockId,
-    owner: &Arc<str>,
+    owner: &OwnerId,
     mode: Mode,
 ) -> Undo<Result<Attempt, BoxError>> {
     let (backend, id, owner) = (shared.backend.clone(), id.clone(), owner.clone());

@@ -7,6 +7,7 @@ use super::Shared;
 use crate::backend::{Backend, LockParty, Released};
 use crate::background::MustComplete;
 use crate::error::LockError;
+use crate::ids::OwnerId;
 use crate::lease::LostSignal;
 use crate::options::Mode;
 use crate::waiters::LockId;
@@ -133,7 +134,7 @@ impl Drop for LockGuard {
 pub(crate) struct Releaser {
     pub(crate) shared: Arc<Shared>,
     pub(crate) id: LockId,
-    pub(crate) owner: Arc<str>,
+    pub(crate) owner: OwnerId,
     /// The hold's fencing token: the release of a lost hold reaches only the holds made under it
     /// (not a later acquisition of the same owner, after this one's lease was lost).
     pub(crate) token: u64,
@@ -152,7 +153,7 @@ impl Releaser {
         if self.mode == Mode::Fair {
             let lock = LockParty {
                 id: self.id.clone(),
-                owner: self.owner.clone(),
+                owner: self.owner.as_arc().clone(),
             };
             self.shared.claims.remove(&lock, &self.lost);
         }

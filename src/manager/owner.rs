@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::LockGuard;
 use super::{LockManager, Shared};
 use crate::error::LockError;
+use crate::ids::OwnerId;
 use crate::options::LockOptions;
 
 /// The holder identity of one request: locks it takes can be re-entered by it (each re-entry is one
@@ -14,12 +15,12 @@ use crate::options::LockOptions;
 /// down; the layer stores one in each request's extensions.
 #[derive(Clone, Debug)]
 pub struct LockOwner {
-    id: Arc<str>,
+    id: OwnerId,
     manager: LockManager,
 }
 
 impl LockOwner {
-    pub(super) fn new(id: Arc<str>, manager: LockManager) -> Self {
+    pub(super) fn new(id: OwnerId, manager: LockManager) -> Self {
         LockOwner { id, manager }
     }
 
@@ -66,7 +67,7 @@ impl LockOwner {
 impl Shared {
     /// `<manager id>:<seq>`, written without the formatting machinery: this runs for every
     /// request.
-    pub(super) fn new_owner_id(&self) -> Arc<str> {
+    pub(super) fn new_owner_id(&self) -> OwnerId {
         let mut seq = self.next_owner.fetch_add(1, Ordering::Relaxed);
         let mut digits = [0u8; 20];
         let mut start = digits.len();
@@ -83,7 +84,7 @@ impl Shared {
         id.push_str(&self.id);
         id.push(':');
         id.push_str(digits);
-        Arc::from(id)
+        OwnerId::new(id)
     }
 }
 

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use super::Shared;
 use crate::backend::LockParty;
+use crate::ids::OwnerId;
 use crate::options::Mode;
 use crate::waiters::{LockId, Waiter};
 
@@ -13,7 +14,7 @@ use crate::waiters::{LockId, Waiter};
 pub(super) struct WaitTicket {
     shared: Arc<Shared>,
     id: LockId,
-    owner: Arc<str>,
+    owner: OwnerId,
     mode: Mode,
     waiter: Arc<Waiter>,
     /// An attempt found the lock busy: the backend recorded this request as waiting (fair mode:
@@ -31,7 +32,7 @@ impl WaitTicket {
     pub(super) async fn new(
         shared: &Arc<Shared>,
         id: &LockId,
-        owner: &Arc<str>,
+        owner: &OwnerId,
         mode: Mode,
         deadline: Option<Instant>,
     ) -> Option<Self> {
@@ -112,7 +113,7 @@ impl WaitTicket {
     pub(super) fn as_held(&self) -> LockParty {
         LockParty {
             id: self.id.clone(),
-            owner: self.owner.clone(),
+            owner: self.owner.as_arc().clone(),
         }
     }
 

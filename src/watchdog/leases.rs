@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::backend::LockParty;
+use crate::ids::OwnerId;
 use crate::lease::LostSignal;
 use crate::waiters::LockId;
 
@@ -37,7 +38,7 @@ impl Leases {
     pub(crate) fn hold(
         &self,
         id: &LockId,
-        owner: &Arc<str>,
+        owner: &OwnerId,
         token: u64,
         valid_until: Instant,
     ) -> Arc<LostSignal> {
@@ -48,7 +49,7 @@ impl Leases {
             token,
         };
         let lease = table
-            .entry((id.clone(), owner.clone()))
+            .entry((id.clone(), owner.as_arc().clone()))
             .or_insert_with(fresh);
         if lease.token != token {
             // The earlier holds of this owner are gone (the lock was taken anew): their guards
@@ -69,9 +70,9 @@ impl Leases {
     /// only on the lease it joined (`lost`: the signal it got): a guard whose lease was lost,
     /// released after the owner re-entered under the same token, must not take the new lease's
     /// count (its renewal would stop under the new guard).
-    pub(crate) fn unhold(&self, id: &LockId, owner: &Arc<str>, lost: &Arc<LostSignal>) {
+    pub(crate) fn unhold(&self, id: &LockId, owner: &OwnerId, lost: &Arc<LostSignal>) {
         let mut table = self.table();
-        let key = (id.clone(), owner.clone());
+        let key = (id.clone(), owner.as_arc().clone());
         if let Some(lease) = table.get_mut(&key).filter(|l| Arc::ptr_eq(&l.lost, lost)) {
             lease.guards -= 1;
             if lease.guards == 0 {

@@ -40,7 +40,7 @@ impl MemoryBackend {
             if table
                 .locks
                 .get(req.id)
-                .is_some_and(|h| *h.owner == *req.owner)
+                .is_some_and(|h| *h.owner == **req.owner)
             {
                 // the waiters ahead were gone: the grant came to us
                 return table.locks.get_mut(req.id).map(|held| {
@@ -122,10 +122,11 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::ids::OwnerId;
     use crate::options::Mode;
     use crate::waiters::WaitRegistry;
 
-    fn request<'a>(id: &'a LockId, owner: &'a str, queued: bool) -> AcquireRequest<'a> {
+    fn request<'a>(id: &'a LockId, owner: &'a OwnerId, queued: bool) -> AcquireRequest<'a> {
         AcquireRequest {
             id,
             owner,
@@ -143,12 +144,13 @@ mod tests {
         let waiters: Arc<WaitRegistry> = Arc::default();
         let backend = MemoryBackend::new(waiters, Duration::from_secs(1));
         let (a, b): (LockId, LockId) = (Arc::from("a"), Arc::from("b"));
+        let (holder, waiter) = (OwnerId::new("holder"), OwnerId::new("waiter"));
         assert!(matches!(
-            backend.try_acquire(&request(&a, "holder", false)),
+            backend.try_acquire(&request(&a, &holder, false)),
             Attempt::Acquired { .. }
         ));
         assert!(matches!(
-            backend.try_acquire(&request(&a, "waiter", false)),
+            backend.try_acquire(&request(&a, &waiter, false)),
             Attempt::Busy { .. }
         ));
         assert_eq!(backend.table().queues.len(), 1);
@@ -158,16 +160,16 @@ mod tests {
 
         // a waiter that finds the lock free at its turn takes it and leaves the queue
         assert!(matches!(
-            backend.try_acquire(&request(&b, "holder", false)),
+            backend.try_acquire(&request(&b, &holder, false)),
             Attempt::Acquired { .. }
         ));
         assert!(matches!(
-            backend.try_acquire(&request(&b, "waiter", false)),
+            backend.try_acquire(&request(&b, &waiter, false)),
             Attempt::Busy { .. }
         ));
         backend.table().locks.clear();
         assert!(matches!(
-            backend.try_acquire(&request(&b, "waiter", true)),
+            backend.try_acquire(&request(&b, &waiter, true)),
             Attempt::Acquired { .. }
         ));
         assert_eq!(backend.table().queues.len(), 0);

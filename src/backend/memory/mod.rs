@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::{AcquireRequest, Attempt, LockParty, Released};
+use crate::ids::OwnerId;
 use crate::options::Mode;
 use crate::waiters::{LockId, WaitRegistry};
 
@@ -113,7 +114,7 @@ impl MemoryBackend {
             if held.mode != req.mode {
                 return Attempt::OtherMode;
             }
-            if *held.owner == *req.owner {
+            if *held.owner == **req.owner {
                 // a queued fair request finding itself the holder found its grant, not a re-entry
                 if !(req.queued && req.mode == Mode::Fair) {
                     held.count += 1;
@@ -137,7 +138,7 @@ impl MemoryBackend {
         }
         let token = self.next_token();
         let held = Holder {
-            owner: Arc::from(req.owner),
+            owner: req.owner.as_arc().clone(),
             count: 1,
             token,
             expires: now + req.lease,
@@ -150,7 +151,7 @@ impl MemoryBackend {
     pub(crate) fn release(
         &self,
         id: &LockId,
-        owner: &str,
+        owner: &OwnerId,
         mode: Mode,
         token: Option<u64>,
     ) -> Released {
@@ -159,7 +160,7 @@ impl MemoryBackend {
         let Some(held) = table.holder(id, now) else {
             return Released::NotHeld;
         };
-        if *held.owner != *owner || token.is_some_and(|t| t != held.token) {
+        if *held.owner != **owner || token.is_some_and(|t| t != held.token) {
             return Released::NotHeld;
         }
         if held.count > 1 {

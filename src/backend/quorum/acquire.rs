@@ -2,7 +2,6 @@
 //! otherwise undone on every master where it may have been taken.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
@@ -56,7 +55,7 @@ impl QuorumBackend {
         let n = self.nodes.len();
         let lock = LockParty {
             id: req.id.clone(),
-            owner: Arc::from(req.owner),
+            owner: req.owner.as_arc().clone(),
         };
         let reentry = self.holds.contains(&lock);
         let attempt = QuorumAttempt {

@@ -55,6 +55,7 @@ use super::redis::RedisBackend;
 use super::{LockParty, Released};
 use crate::background::Background;
 use crate::error::BoxError;
+use crate::ids::OwnerId;
 use crate::key::LockKey;
 use crate::waiters::{Departure, LockId, WaitRegistry};
 use acquire::release_call;
@@ -189,12 +190,12 @@ impl QuorumBackend {
     pub(crate) async fn release(
         &self,
         id: &LockId,
-        owner: &str,
+        owner: &OwnerId,
         token: u64,
     ) -> Result<Released, BoxError> {
         let lock = LockParty {
             id: id.clone(),
-            owner: Arc::from(owner),
+            owner: owner.as_arc().clone(),
         };
         let Some(release) = self.holds.release(&lock, token) else {
             // lost, and the owner took the lock anew: that hold is not this guard's to drop

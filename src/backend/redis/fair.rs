@@ -4,6 +4,7 @@
 use super::{flag, names, scripts, server_ms, slot_hint, RedisBackend, ScriptCall};
 use crate::backend::{AcquireRequest, Attempt, LockParty, Released};
 use crate::error::BoxError;
+use crate::ids::OwnerId;
 use crate::waiters::LockId;
 
 impl RedisBackend {
@@ -17,7 +18,7 @@ impl RedisBackend {
             .key(names::heartbeat(req.id, req.waiter))
             .key(names::fence(req.id))
             .key(names::waiters(req.id))
-            .arg(req.owner)
+            .arg(&**req.owner)
             .arg(server_ms(req.lease))
             .arg(flag(req.will_wait))
             .arg(flag(req.queued))
@@ -33,14 +34,14 @@ impl RedisBackend {
     pub(crate) async fn fair_release(
         &self,
         id: &LockId,
-        owner: &str,
+        owner: &OwnerId,
         token: Option<u64>,
     ) -> Result<Released, BoxError> {
         let mut call = ScriptCall::new(&scripts::FAIR_RELEASE, 3);
         call.key(&**id)
             .key(names::queue(id))
             .key(names::fence(id))
-            .arg(owner)
+            .arg(&**owner)
             .arg(&self.inbox_prefix)
             .arg(server_ms(self.eviction));
         if let Some(token) = token {

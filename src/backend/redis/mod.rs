@@ -28,6 +28,7 @@ pub(crate) use scripts::assemble as assemble_script;
 
 use super::{AcquireRequest, Attempt, LockParty, Released};
 use crate::error::BoxError;
+use crate::ids::OwnerId;
 use crate::key::LockKey;
 use crate::waiters::{Departure, LockId};
 
@@ -203,7 +204,7 @@ impl RedisBackend {
             .key(names::waiters(req.id))
             .key(names::fence(req.id))
             .key(names::queue(req.id))
-            .arg(req.owner)
+            .arg(&**req.owner)
             .arg(server_ms(req.lease))
             .arg(wait_mode(req));
         let answer: i64 = self
@@ -217,13 +218,13 @@ impl RedisBackend {
     pub(crate) async fn release(
         &self,
         id: &LockId,
-        owner: &str,
+        owner: &OwnerId,
         token: Option<u64>,
     ) -> Result<Released, BoxError> {
         let mut call = ScriptCall::new(&scripts::RELEASE, 2);
         call.key(&**id)
             .key(names::waiters(id))
-            .arg(owner)
+            .arg(&**owner)
             .arg(&self.inbox_prefix);
         if let Some(token) = token {
             call.arg(token);
