@@ -106,7 +106,7 @@ impl Soak {
             }
         }
         let done = self.cycles.fetch_add(1, Ordering::Relaxed) + 1;
-        if done % REPORT_EVERY == 0 {
+        if done.is_multiple_of(REPORT_EVERY) {
             let rss = rss_kib();
             println!("soak: {done} cycles, RSS {rss} KiB");
             self.rss.lock().unwrap().push(rss);

@@ -15,7 +15,9 @@ use tower_service::Service;
 
 use super::body::LockBody;
 use super::LayerPolicy;
-use crate::request::{publish, BoxFuture, LockedCall, Rejection, RequestGuards};
+use futures_util::future::BoxFuture;
+
+use crate::request::{publish, LockedCall, Rejection, RequestGuards};
 
 /// The future of a [`LockService`](super::LockService) call.
 #[pin_project]
@@ -54,7 +56,7 @@ pub(crate) enum Acquire {
     /// The request was rejected before any acquisition (no usable lock name).
     Rejected(Option<Rejection>),
     /// The acquisition of the request's locks.
-    Locks(BoxFuture<Result<RequestGuards, Rejection>>),
+    Locks(BoxFuture<'static, Result<RequestGuards, Rejection>>),
 }
 
 impl Acquire {

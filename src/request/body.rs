@@ -5,7 +5,7 @@
 use std::task::{Context, Poll};
 
 use super::guards::RequestGuards;
-use super::BoxFuture;
+use futures_util::future::BoxFuture;
 
 /// The error that ends a body whose lease was lost under [`OnLeaseLost::Abort`](crate::OnLeaseLost).
 ///
@@ -20,12 +20,12 @@ pub struct LeaseLostError;
 pub(crate) struct BodyGuards {
     guards: Option<RequestGuards>,
     /// Set when a lost lease must end the body (abort policy).
-    lost: Option<BoxFuture<()>>,
+    lost: Option<BoxFuture<'static, ()>>,
 }
 
 impl BodyGuards {
     /// Keep `guards` until the body ends; `lost` (if any) ends the body when it resolves.
-    pub(crate) fn new(guards: RequestGuards, lost: Option<BoxFuture<()>>) -> Self {
+    pub(crate) fn new(guards: RequestGuards, lost: Option<BoxFuture<'static, ()>>) -> Self {
         BodyGuards {
             guards: Some(guards),
             lost,

@@ -12,7 +12,7 @@ use super::body::BodyGuards;
 use super::guards::RequestGuards;
 use super::options::{OnLeaseLost, RequestOptions};
 use super::reject::{RejectReason, Rejection};
-use super::BoxFuture;
+use futures_util::future::BoxFuture;
 
 /// A handler's future running under the request's locks.
 ///
@@ -23,7 +23,7 @@ pub(crate) struct LockedCall<F> {
     handler: F,
     guards: Option<RequestGuards>,
     /// Set under the abort policy: the handler is dropped when it resolves.
-    lost: Option<BoxFuture<()>>,
+    lost: Option<BoxFuture<'static, ()>>,
     hold_body: bool,
 }
 

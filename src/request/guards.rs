@@ -4,9 +4,9 @@
 use std::time::Instant;
 
 use super::metrics;
-use super::BoxFuture;
 use crate::manager::{LockGuard, LockInfo};
 use crate::manager::{LockManager, LockOwner};
+use futures_util::future::BoxFuture;
 
 /// The extensions of a request of either web stack (`http` 1.x or actix-web), for what the request
 /// core reads and writes there.
@@ -87,7 +87,7 @@ impl RequestGuards {
     }
 
     /// Resolves when any of the leases is known lost.
-    pub(crate) fn lost(&self) -> BoxFuture<()> {
+    pub(crate) fn lost(&self) -> BoxFuture<'static, ()> {
         let infos: Vec<LockInfo> = self.infos().collect();
         Box::pin(async move {
             let losses = infos.iter().map(|info| Box::pin(info.lost()));

@@ -15,9 +15,6 @@ mod options;
 mod policy;
 mod reject;
 
-use std::future::Future;
-use std::pin::Pin;
-
 pub(crate) use body::BodyGuards;
 pub use body::LeaseLostError;
 pub(crate) use call::LockedCall;
@@ -27,6 +24,3 @@ pub(crate) use guards::{owner, publish, Extensions, RequestGuards};
 pub use options::{OnLeaseLost, RequestOptions, DEFAULT_RETRY_AFTER, DEFAULT_WAIT_TIMEOUT};
 pub(crate) use policy::Policy;
 pub use reject::{RejectReason, Rejection};
-
-/// A boxed future that can move between threads: a pending acquisition, a lost-lease signal.
-pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
