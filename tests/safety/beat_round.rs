@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tower_lock::{LockManager, LockOptions};
 
 use super::support::proxy::Proxy;
-use super::support::{redis_cmd, wait_until, RedisServer};
+use super::support::{eventually, redis_cmd, RedisServer};
 
 /// The fair eviction of every manager: a beat round every 300 ms.
 const EVICTION: Duration = Duration::from_millis(900);
@@ -105,7 +105,7 @@ async fn slow_claim_extensions_do_not_evict_a_live_fair_waiter() {
             token
         }
     });
-    assert!(wait_until(Duration::from_secs(5), queued(1)));
+    assert!(eventually(Duration::from_secs(5), queued(1)).await);
     let waiter = server
         .cmd(&["LINDEX", &queue("k"), "0"])
         .as_string()
@@ -121,7 +121,7 @@ async fn slow_claim_extensions_do_not_evict_a_live_fair_waiter() {
             token
         }
     });
-    assert!(wait_until(Duration::from_secs(5), queued(2)));
+    assert!(eventually(Duration::from_secs(5), queued(2)).await);
 
     proxy.set_delay(DELAY);
     let grants = Arc::new(AtomicUsize::new(0));

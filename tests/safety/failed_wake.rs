@@ -5,7 +5,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tower_lock::{LockManager, LockOptions};
 
-use super::support::{wait_until, RedisServer};
+use super::support::{eventually, RedisServer};
 
 async fn manager(url: String) -> LockManager {
     LockManager::builder()
@@ -39,7 +39,7 @@ async fn a_failed_attempt_passes_its_wake_up_on() {
     let record = "{tower-lock:k}:w";
     let server = &server;
     let waiting = |n| move || server.cmd(&["ZCARD", record]).as_int() == Some(n);
-    assert!(wait_until(Duration::from_secs(5), waiting(1)));
+    assert!(eventually(Duration::from_secs(5), waiting(1)).await);
     let second = tokio::spawn({
         let b = b.clone();
         async move {
@@ -49,7 +49,7 @@ async fn a_failed_attempt_passes_its_wake_up_on() {
             at
         }
     });
-    assert!(wait_until(Duration::from_secs(5), waiting(2)));
+    assert!(eventually(Duration::from_secs(5), waiting(2)).await);
 
     let killed = server.cmd(&["CLIENT", "KILL", "TYPE", "normal", "USER", "a"]);
     assert!(killed.as_int().unwrap_or(0) > 0, "{killed:?}");

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tower_lock::{LockManager, LockOptions, LockOwner};
 
-use super::support::{wait_until, RedisServer};
+use super::support::{eventually, RedisServer};
 use super::watch::nobody_else_takes_it;
 
 async fn manager(server: &RedisServer) -> LockManager {
@@ -23,11 +23,11 @@ async fn a_wait_that_gave_up(server: &RedisServer, owner: &LockOwner) -> String 
         async move { owner.acquire("k", &opts).await.map(drop) }
     });
     let queued = |n| move || server.cmd(&["LLEN", queue]).as_int().unwrap_or(0) == n;
-    assert!(wait_until(Duration::from_secs(5), queued(1)));
+    assert!(eventually(Duration::from_secs(5), queued(1)).await);
     let entries = server.cmd(&["LRANGE", queue, "0", "-1"]).as_strings();
     let wait = entries.unwrap().remove(0);
     assert!(gave_up.await.unwrap().is_err(), "the first wait timed out");
-    assert!(wait_until(Duration::from_secs(5), queued(0)));
+    assert!(eventually(Duration::from_secs(5), queued(0)).await);
     wait
 }
 
@@ -60,10 +60,13 @@ async fn a_late_grant_of_an_earlier_wait_is_not_taken_by_a_later_one() {
             (guard.fencing_token(), guard.is_lost(), guard)
         }
     });
-    assert!(wait_until(Duration::from_secs(5), || server
-        .cmd(&["LLEN", queue])
-        .as_int()
-        == Some(1)));
+    assert!(
+        eventually(Duration::from_secs(5), || server
+            .cmd(&["LLEN", queue])
+            .as_int()
+            == Some(1))
+        .await
+    );
 
     let manager_id = earlier_wait.split(':').next().unwrap();
     let channel = format!("{{tower-lock}}:inbox:{manager_id}");
@@ -166,10 +169,13 @@ async fn an_unused_grant_reentered_by_the_owner_is_dropped_when_passed_on() {
         server.cmd(&["PUBLISH", &channel, &message]).as_int(),
         Some(1)
     );
-    assert!(wait_until(Duration::from_secs(5), || server
-        .cmd(&["HGET", lock, &owner_id])
-        .as_int()
-        == Some(1)));
+    assert!(
+        eventually(Duration::from_secs(5), || server
+            .cmd(&["HGET", lock, &owner_id])
+            .as_int()
+            == Some(1))
+        .await
+    );
     assert!(!guard.is_lost());
     guard.release().await.unwrap();
     assert!(rival.try_acquire("k", &fair).await.unwrap().is_some());
@@ -199,10 +205,13 @@ async fn a_queued_request_re_enters_its_owners_used_grant() {
         async move { owner.acquire("k", &fair).await.unwrap() }
     });
     let queue = "{tower-lock:k}:ql";
-    assert!(wait_until(Duration::from_secs(5), || server
-        .cmd(&["LLEN", queue])
-        .as_int()
-        == Some(1)));
+    assert!(
+        eventually(Duration::from_secs(5), || server
+            .cmd(&["LLEN", queue])
+            .as_int()
+            == Some(1))
+        .await
+    );
     // meanwhile the owner came to hold the lock through another request's grant, used
     std::mem::forget(held);
     server.cmd(&["DEL", lock]);

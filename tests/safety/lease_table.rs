@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tower_lock::{LockManager, LockOptions};
 
-use super::support::{wait_until, RedisServer};
+use super::support::{eventually, RedisServer};
 
 /// The owner holds the lock with a fixed 20 s lease and re-enters it on the 1.5 s watchdog lease
 /// (G1). Its Redis user loses the right to run scripts until G1's lease is lost (the lock stays,
@@ -36,7 +36,7 @@ async fn a_lost_guards_release_leaves_a_later_reentry_renewed() {
         .await
         .expect("renewals that fail lose the lease");
     assert!(
-        wait_until(lease * 3, || m.held() == 0),
+        eventually(lease * 3, || m.held() == 0).await,
         "the watchdog let go of the lost lease"
     );
     assert!(server.cmd(&acl).is_ok());

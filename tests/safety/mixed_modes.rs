@@ -67,10 +67,13 @@ async fn a_fair_request_does_not_take_a_lock_exclusive_requests_wait_for() {
                 .map(drop)
         }
     });
-    assert!(support::wait_until(Duration::from_secs(5), || server
-        .cmd(&["EXISTS", "{tower-lock:k}:w"])
-        .as_int()
-        == Some(1)));
+    assert!(
+        support::eventually(Duration::from_secs(5), || server
+            .cmd(&["EXISTS", "{tower-lock:k}:w"])
+            .as_int()
+            == Some(1))
+        .await
+    );
     server.cmd(&["DEL", "{tower-lock:k}"]);
     refused(&fair, "k", &LockOptions::fair()).await;
     drop(held);

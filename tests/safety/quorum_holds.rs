@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use tower_lock::{LockError, LockManager, LockOptions};
 
-use super::support::fixture::eventually;
 use super::support::masters::Masters;
+use super::support::{eventually, GENEROUS};
 
 async fn manager(masters: &Masters) -> LockManager {
     LockManager::builder()
@@ -28,7 +28,10 @@ async fn a_lost_guards_release_leaves_the_owners_later_hold() {
     let opts = LockOptions::exclusive();
     let owner = m.owner();
     let g1 = owner.acquire("k", &opts).await.unwrap();
-    eventually("every master granted G1", || masters.holding("k") == 3).await;
+    assert!(
+        eventually(GENEROUS, || masters.holding("k") == 3).await,
+        "every master granted G1"
+    );
     for server in &masters.servers {
         server.cmd(&["DEL", "{tower-lock:k}"]);
     }
@@ -47,10 +50,10 @@ async fn a_lost_guards_release_leaves_the_owners_later_hold() {
     assert!(other.try_acquire("k", &opts).await.unwrap().is_none());
     assert!(!g2.is_lost());
     g2.release().await.unwrap();
-    eventually("no master holds the lock after G2's release", || {
-        masters.holding("k") == 0
-    })
-    .await;
+    assert!(
+        eventually(GENEROUS, || { masters.holding("k") == 0 }).await,
+        "no master holds the lock after G2's release"
+    );
     assert!(other.try_acquire("k", &opts).await.unwrap().is_some());
 }
 
@@ -69,20 +72,23 @@ async fn a_late_grant_settles_into_the_hold_of_its_own_attempt() {
     g1.release().await.unwrap();
     let g2 = owner.acquire("k", &opts).await.unwrap();
     masters.servers[2].continue_process();
-    eventually("master 2 ran the three calls", || {
-        masters.servers[2]
-            .try_cmd(&["HGET", "{tower-lock:k}", "#t"])
-            .ok()
-            .and_then(|r| r.as_int())
-            .is_some()
-    })
-    .await;
+    assert!(
+        eventually(GENEROUS, || {
+            masters.servers[2]
+                .try_cmd(&["HGET", "{tower-lock:k}", "#t"])
+                .ok()
+                .and_then(|r| r.as_int())
+                .is_some()
+        })
+        .await,
+        "master 2 ran the three calls"
+    );
     assert!(other.try_acquire("k", &opts).await.unwrap().is_none());
     g2.release().await.unwrap();
-    eventually("no master holds the lock after G2's release", || {
-        masters.holding("k") == 0
-    })
-    .await;
+    assert!(
+        eventually(GENEROUS, || { masters.holding("k") == 0 }).await,
+        "no master holds the lock after G2's release"
+    );
 }
 
 /// G1 is deleted on masters 0 and 1 only; master 2 keeps it. The owner takes the lock again (G2:
@@ -95,7 +101,10 @@ async fn a_lost_hold_kept_by_one_master_goes_when_the_owner_takes_the_lock_again
     let opts = LockOptions::exclusive();
     let owner = m.owner();
     let g1 = owner.acquire("k", &opts).await.unwrap();
-    eventually("every master granted G1", || masters.holding("k") == 3).await;
+    assert!(
+        eventually(GENEROUS, || masters.holding("k") == 3).await,
+        "every master granted G1"
+    );
     for server in &masters.servers[..2] {
         server.cmd(&["DEL", "{tower-lock:k}"]);
     }
@@ -103,8 +112,8 @@ async fn a_lost_hold_kept_by_one_master_goes_when_the_owner_takes_the_lock_again
     assert_ne!(g2.fencing_token(), g1.fencing_token(), "a new hold");
     assert!(matches!(g1.release().await, Err(LockError::NotHeld { .. })));
     g2.release().await.unwrap();
-    eventually("no master holds the lock after G2's release", || {
-        masters.holding("k") == 0
-    })
-    .await;
+    assert!(
+        eventually(GENEROUS, || { masters.holding("k") == 0 }).await,
+        "no master holds the lock after G2's release"
+    );
 }

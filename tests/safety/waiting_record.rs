@@ -8,7 +8,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::time::Instant;
 use tower_lock::{LockManager, LockOptions};
 
-use super::support::{wait_until, RedisServer};
+use super::support::{eventually, RedisServer};
 
 async fn manager(server: &RedisServer, lease: Duration) -> LockManager {
     LockManager::builder()
@@ -51,17 +51,23 @@ async fn a_short_lease_does_not_cut_the_waiting_record() {
     };
     let record = "{tower-lock:k}:w";
     let short_requests = [wait_on(&short, "short"), wait_on(&short, "short")];
-    assert!(wait_until(Duration::from_secs(5), || short.waiting() == 2));
+    assert!(eventually(Duration::from_secs(5), || short.waiting() == 2).await);
     // the short-lease manager is on record first, the long one after it
-    assert!(wait_until(Duration::from_secs(5), || server
-        .cmd(&["ZCARD", record])
-        .as_int()
-        == Some(1)));
+    assert!(
+        eventually(Duration::from_secs(5), || server
+            .cmd(&["ZCARD", record])
+            .as_int()
+            == Some(1))
+        .await
+    );
     let long_request = wait_on(&long, "long");
-    assert!(wait_until(Duration::from_secs(5), || server
-        .cmd(&["ZCARD", record])
-        .as_int()
-        == Some(2)));
+    assert!(
+        eventually(Duration::from_secs(5), || server
+            .cmd(&["ZCARD", record])
+            .as_int()
+            == Some(2))
+        .await
+    );
 
     held.release().await.unwrap();
     let (first, _) = takes.recv().await.unwrap();

@@ -49,25 +49,13 @@ macro_rules! on_both_backends {
         mod $name {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn memory() {
-                super::$name(super::support::fixture::Fixture::memory()).await;
+                super::$name($crate::support::fixture::Fixture::memory()).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn redis() {
-                super::$name(super::support::fixture::Fixture::redis()).await;
+                super::$name($crate::support::fixture::Fixture::redis()).await;
             }
         }
     )*};
-}
-
-/// Poll `cond` every few milliseconds for up to 10 s; panic if it never holds.
-pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !cond() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never happened: {what}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-    }
 }

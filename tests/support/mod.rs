@@ -5,9 +5,10 @@
 //! directory, so integration tests never depend on a Redis at 6379 and can run
 //! in parallel (threads under `cargo test`, processes under nextest).
 //!
-//! Only the Rust standard library is used, so `mod support;` compiles in any
-//! test binary. Commands are sent with a tiny RESP2 client ([`redis_cmd`]).
-#![allow(dead_code)]
+//! Apart from tokio's timer in [`eventually`] and the lock manager in [`fixture`], only the Rust
+//! standard library is used, so the module compiles in any test binary. Commands are sent with a
+//! tiny RESP2 client ([`redis_cmd`]).
+#![allow(dead_code, unused_imports)]
 
 pub mod fixture;
 pub mod masters;
@@ -15,6 +16,7 @@ pub mod proxy;
 mod resp;
 mod spawn;
 pub mod stats;
+mod wait;
 
 pub use resp::{redis_cmd, redis_cmd_bytes, Reply};
 pub use spawn::free_port;
@@ -22,29 +24,13 @@ use spawn::{
     lock, new_temp_dir, read_from, spawn_on_port_retrying, spawn_server, SpawnError,
     HANDED_OUT_PORTS, START_ATTEMPTS,
 };
+pub use wait::{eventually, wait_until, GENEROUS};
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
-use std::thread;
-use std::time::{Duration, Instant};
-
-/// Polls `cond` every 10 ms until it returns `true` or `timeout` elapses;
-/// returns whether the condition became true.
-pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-}
 
 /// Value of `field` in the text of an `INFO` reply (`field:value` lines).
 fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {

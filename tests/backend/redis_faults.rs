@@ -1,14 +1,14 @@
 //! Real faults against real redis-server processes: deleted locks, dead and frozen servers, a killed
 //! pub/sub connection, and many waiters on one inbox without polling.
 
-mod support;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::RedisServer;
 use tower_lock::{LockError, LockManager, LockOptions};
+
+use crate::support;
+use crate::support::RedisServer;
 
 async fn manager_with_lease(server: &RedisServer, lease: Duration) -> LockManager {
     LockManager::builder()
@@ -67,13 +67,14 @@ async fn watchdog_keeps_leases_alive_and_stops_after_release() {
         "{per_period} renewal calls in one lease period for 200 locks"
     );
     drop(guards);
-    let released = support::wait_until(Duration::from_secs(5), || {
+    let released = support::eventually(Duration::from_secs(5), || {
         server
             .cmd(&["KEYS", "{tower-lock:many*}"])
             .as_array()
             .map_or(0, |k| k.len())
             == 0
-    });
+    })
+    .await;
     assert!(released, "dropped guards are released in the background");
     assert_eq!(m.held(), 0);
     let before = server.command_calls("evalsha");
@@ -232,7 +233,7 @@ async fn waiters_survive_a_killed_pubsub_connection() {
             g.release().await.unwrap();
         }));
     }
-    let all_waiting = support::wait_until(Duration::from_secs(10), || m.waiting() == 100);
+    let all_waiting = support::eventually(Duration::from_secs(10), || m.waiting() == 100).await;
     assert!(all_waiting);
     assert!(server.client_kill_pubsub() >= 1);
     held.release().await.unwrap();
@@ -276,9 +277,12 @@ async fn a_thousand_waiters_share_one_connection_and_do_not_poll() {
         }));
     }
     // every waiter made its one attempt (100 acquisitions + 1,000 attempts), then went quiet
-    assert!(support::wait_until(Duration::from_secs(30), || {
-        server.command_calls("evalsha") >= 1100
-    }));
+    assert!(
+        support::eventually(Duration::from_secs(30), || {
+            server.command_calls("evalsha") >= 1100
+        })
+        .await
+    );
     assert_eq!(m.waiting(), 1000);
     // both managers together: one pub/sub connection each, whatever the number of waiters
     assert_eq!(server.pubsub_clients(), 2);
@@ -317,7 +321,7 @@ async fn waiters_fail_promptly_when_redis_dies() {
             m.acquire(key, &opts).await.map(drop)
         }));
     }
-    assert!(support::wait_until(Duration::from_secs(10), || m.waiting() == 2));
+    assert!(support::eventually(Duration::from_secs(10), || m.waiting() == 2).await);
     server.kill();
     let killed = Instant::now();
     for w in waiting {
@@ -350,7 +354,7 @@ async fn waiters_notice_a_silently_frozen_redis_through_the_inbox_keepalive() {
                 .map(drop)
         })
     };
-    assert!(support::wait_until(Duration::from_secs(10), || m.waiting() == 1));
+    assert!(support::eventually(Duration::from_secs(10), || m.waiting() == 1).await);
     server.stop_process();
     let frozen = Instant::now();
     let outcome = waiter.await.unwrap();

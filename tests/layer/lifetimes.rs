@@ -1,8 +1,6 @@
 //! The lock layer under axum, through real TCP servers on loopback, with the memory backend: what
 //! ends a request's hold (a client that disconnects, a lost lease, the end of a streamed body).
 
-mod layer_common;
-
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,10 +14,12 @@ use axum::Router;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::BodyExt;
-use layer_common::conn::{eventually, send_raw, DropFlag, GENEROUS};
-use layer_common::{accounts, bank_routes, exclusive_for, serve, Bank, HttpClient};
 use tower_lock::key::{self};
 use tower_lock::{LockLayer, LockManager, LockOptions, OnLeaseLost};
+
+use crate::support::{eventually, GENEROUS};
+use crate::web::conn::{send_raw, DropFlag};
+use crate::web::{accounts, bank_routes, exclusive_for, serve, Bank, HttpClient};
 
 #[tokio::test]
 async fn client_disconnect_while_waiting_withdraws_the_waiter() {
@@ -33,10 +33,10 @@ async fn client_disconnect_while_waiting_withdraws_the_waiter() {
         .await
         .expect("hold");
     let connection = send_raw(addr, "PUT", "/accounts/1").await;
-    assert!(eventually(|| manager.waiting() == 1).await);
+    assert!(eventually(GENEROUS, || manager.waiting() == 1).await);
     drop(connection);
     assert!(
-        eventually(|| manager.waiting() == 0).await,
+        eventually(GENEROUS, || manager.waiting() == 0).await,
         "the waiter left with its client"
     );
     drop(held);

@@ -1,14 +1,16 @@
 //! Fair locks, on memory and on a real redis-server: FIFO order across managers, grants that never
 //! get lost when waiters cancel, re-entry, fixed leases, and many queued waiters without polling.
 
-mod support;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use support::fixture::{eventually, Fixture};
 use tower_lock::{LockManager, LockOptions};
+
+use crate::on_both_backends;
+use crate::support;
+use crate::support::fixture::Fixture;
+use crate::support::{eventually, GENEROUS};
 
 on_both_backends!(
     fifo_order_across_two_managers_and_no_queue_jumping,
@@ -48,7 +50,10 @@ async fn fifo_order_across_two_managers_and_no_queue_jumping(fx: Fixture) {
             g.release().await.unwrap();
         }));
         // queue them one after another
-        eventually("the waiter is queued", || queued(distinct) == i + 1).await;
+        assert!(
+            eventually(GENEROUS, || queued(distinct) == i + 1).await,
+            "the waiter is queued"
+        );
     }
     // a try_acquire never jumps the queue, neither now nor while the queue drains
     let jumper = fx.manager().await;
@@ -100,14 +105,18 @@ async fn cancelled_waiter_leaves_the_queue_at_once(fx: Fixture) {
             order.lock().unwrap().push(i);
             g.release().await.unwrap();
         }));
-        eventually("queued", || m.queued() == i + 1).await;
+        assert!(eventually(GENEROUS, || m.queued() == i + 1).await, "queued");
     }
     tasks.remove(1).abort();
-    eventually("the cancelled waiter left", || m.queued() == 2).await;
+    assert!(
+        eventually(GENEROUS, || m.queued() == 2).await,
+        "the cancelled waiter left"
+    );
     if let Some(server) = fx.server() {
-        let left = support::wait_until(Duration::from_secs(5), || {
+        let left = support::eventually(Duration::from_secs(5), || {
             server.cmd(&["LLEN", "{tower-lock:c}:ql"]).as_int() == Some(2)
-        });
+        })
+        .await;
         assert!(left, "the cancelled waiter is still queued in Redis");
     }
     holder.release().await.unwrap();
@@ -129,7 +138,10 @@ async fn grant_racing_with_cancel_is_passed_on(fx: Fixture) {
             let m = canceller.clone();
             tokio::spawn(async move { m.acquire("race", &LockOptions::fair()).await.map(drop) })
         };
-        eventually("first waiter queued", || b.queued() + a.queued() >= 1).await;
+        assert!(
+            eventually(GENEROUS, || b.queued() + a.queued() >= 1).await,
+            "first waiter queued"
+        );
         let patient = {
             let a = a.clone();
             tokio::spawn(async move {
@@ -137,7 +149,10 @@ async fn grant_racing_with_cancel_is_passed_on(fx: Fixture) {
                 a.acquire("race", &opts).await.map(|g| g.fencing_token())
             })
         };
-        eventually("second waiter queued", || b.queued() + a.queued() >= 2).await;
+        assert!(
+            eventually(GENEROUS, || b.queued() + a.queued() >= 2).await,
+            "second waiter queued"
+        );
         // release and cancel the head at (nearly) the same moment
         let release = holder.release();
         if round % 2 == 0 {
@@ -176,7 +191,10 @@ async fn fair_reentry_shares_the_token(fx: Fixture) {
         let g = other.acquire("re", &LockOptions::fair()).await.unwrap();
         g.fencing_token()
     });
-    eventually("queued", || m.queued() + other_queued(&fx) >= 1).await;
+    assert!(
+        eventually(GENEROUS, || m.queued() + other_queued(&fx) >= 1).await,
+        "queued"
+    );
     g2.release().await.unwrap();
     assert!(!waiter.is_finished(), "one hold is left");
     let first = g1.fencing_token();
@@ -235,7 +253,10 @@ async fn a_thousand_queued_waiters_share_one_connection_and_do_not_poll() {
             g.release().await.unwrap();
         }));
     }
-    eventually("all queued", || m.queued() == 1000).await;
+    assert!(
+        eventually(GENEROUS, || m.queued() == 1000).await,
+        "all queued"
+    );
     assert_eq!(
         server.cmd(&["LLEN", "{tower-lock:hot}:ql"]).as_int(),
         Some(1000)
@@ -264,7 +285,7 @@ async fn grant_outlives_its_claim_lease(a: LockManager, b: LockManager) {
         let b = b.clone();
         tokio::spawn(async move { b.acquire("claim", &LockOptions::fair()).await })
     };
-    eventually("queued", || b.queued() == 1).await;
+    assert!(eventually(GENEROUS, || b.queued() == 1).await, "queued");
     holder.release().await.unwrap();
     let granted = waiter.await.unwrap().expect("granted");
     tokio::time::sleep(Duration::from_millis(1500)).await; // five claim leases

@@ -1,17 +1,16 @@
 //! The lock layer on the Redis backend: two replicas (routers with their own managers) sharing one
 //! real `redis-server`, and what a client sees when Redis dies.
 
-mod layer_common;
-mod support;
-
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use layer_common::{bank_routes, serve, Bank, HttpClient};
-use support::RedisServer;
 use tower_lock::{key, LockLayer, LockManager, LockOptions};
+
+use crate::support;
+use crate::support::RedisServer;
+use crate::web::{bank_routes, serve, Bank, HttpClient};
 
 /// A manager with a short command timeout and lease: a dead Redis fails a fresh request after one
 /// command timeout, and a request already waiting at its next re-check, at most one lease later.
@@ -116,7 +115,7 @@ async fn killed_redis_answers_503_promptly_never_hangs() {
             )
         }
     });
-    let queued = support::wait_until(Duration::from_secs(10), || m1.waiting() == 1);
+    let queued = support::eventually(Duration::from_secs(10), || m1.waiting() == 1).await;
     assert!(queued, "the request waits for the lock");
     server.kill();
 

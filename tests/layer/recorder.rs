@@ -1,5 +1,4 @@
 //! The layer's metrics reach the `metrics` facade (feature `metrics`).
-#![cfg(feature = "metrics")]
 
 use std::collections::HashMap;
 use std::convert::Infallible;

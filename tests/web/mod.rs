@@ -1,7 +1,10 @@
-//! Shared by the `layer_*` tests: real axum servers on loopback, a real HTTP/1.1 client, and a bank
-//! whose deposit handler does a non-atomic read-modify-write.
+//! Shared by the web tests (the `layer` and `actix` binaries): real axum servers on loopback, a real
+//! HTTP/1.1 client, and a bank whose deposit handler does a non-atomic read-modify-write; actix-web
+//! servers in [`actix`].
 #![allow(dead_code)]
 
+#[cfg(feature = "actix")]
+pub mod actix;
 pub mod conn;
 pub mod grpc;
 

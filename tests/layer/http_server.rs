@@ -1,7 +1,5 @@
 //! The lock layer under axum, through real TCP servers on loopback, with the memory backend.
 
-mod layer_common;
-
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,10 +7,11 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use axum::routing::{get, put};
 use axum::{Extension, Router};
-use layer_common::conn::{eventually, GENEROUS};
-use layer_common::{accounts, bank_routes, exclusive_for, serve, Bank, HttpClient};
 use tower_lock::key::{self, KeyExtractor};
 use tower_lock::{HeldLocks, LockInfo, LockLayer, LockManager, LockOptions, LockOwner};
+
+use crate::support::{eventually, GENEROUS};
+use crate::web::{accounts, bank_routes, exclusive_for, serve, Bank, HttpClient};
 
 #[tokio::test]
 async fn concurrent_puts_to_one_account_run_one_at_a_time() {
@@ -248,7 +247,7 @@ async fn a_nested_layer_on_another_manager_locks_in_its_own_manager() {
         async move { client.send("PUT", addr, "/accounts/8").await }
     });
     assert!(
-        eventually(|| inner.waiting() == 1).await,
+        eventually(GENEROUS, || inner.waiting() == 1).await,
         "the inner layer waits in its own manager"
     );
     drop(held);
@@ -275,7 +274,7 @@ async fn max_waiters_rejects_the_excess_at_once() {
         let client = client.clone();
         async move { client.send("PUT", addr, "/accounts/3").await }
     });
-    assert!(eventually(|| manager.waiting() == 1).await);
+    assert!(eventually(GENEROUS, || manager.waiting() == 1).await);
 
     let started = Instant::now();
     let second = client.send("PUT", addr, "/accounts/3").await;

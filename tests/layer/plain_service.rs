@@ -14,6 +14,8 @@ use tower::{service_fn, ServiceBuilder, ServiceExt};
 use tower_lock::key::{self, RequestView};
 use tower_lock::{HeldLocks, LockLayer, LockManager, LockOptions, RejectReason};
 
+use crate::support::{eventually, GENEROUS};
+
 type Req = Request<Full<Bytes>>;
 
 fn request(method: &str, path: &str) -> Req {
@@ -26,17 +28,6 @@ fn request(method: &str, path: &str) -> Req {
 
 async fn ok(_req: Req) -> Result<Response<Full<Bytes>>, Infallible> {
     Ok(Response::new(Full::new(Bytes::from_static(b"ok"))))
-}
-
-async fn eventually(mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        if Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    true
 }
 
 #[tokio::test]
@@ -53,7 +44,7 @@ async fn waiting_for_a_lock_reserves_no_capacity_of_the_inner_service() {
         .await
         .expect("hold /a");
     let waiting = tokio::spawn(service.clone().oneshot(request("PUT", "/a")));
-    assert!(eventually(|| manager.waiting() == 1).await);
+    assert!(eventually(GENEROUS, || manager.waiting() == 1).await);
 
     // if the waiting request had taken the inner service's only slot, this one would hang
     let other = tokio::time::timeout(

@@ -1,15 +1,16 @@
 //! The lock contract, run against the memory backend and against a real redis-server:
 //! mutual exclusion, re-entry, try_acquire, wait timeouts, fixed leases, fencing, cancellation.
 
-mod support;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tower_lock::{KeyError, LockError, LockManager, LockOptions};
 
-use support::fixture::Fixture;
+use crate::on_both_backends;
+use crate::support;
+use crate::support::fixture::Fixture;
+use crate::support::{eventually, GENEROUS};
 
 on_both_backends!(
     mutual_exclusion_across_two_managers,
@@ -154,7 +155,10 @@ async fn waiter_is_woken_by_release_not_by_expiry(fx: Fixture) {
         let g = other.acquire("wake", &opts).await;
         (Instant::now(), g.map(|g| g.fencing_token()))
     });
-    wait_for(|| waiting_total(&fx, &m) >= 1).await;
+    assert!(
+        eventually(GENEROUS, || waiting_total(&fx, &m) >= 1).await,
+        "condition not reached in 10 s"
+    );
     let released_at = Instant::now();
     held.release().await.unwrap();
     let (acquired_at, token) = waiter.await.unwrap();
@@ -218,15 +222,19 @@ async fn dropped_waiting_future_leaves_nothing_behind(fx: Fixture) {
                 .map(drop)
         })
     };
-    wait_for(|| waiting_total(&fx, &m) >= 1).await;
+    assert!(
+        eventually(GENEROUS, || waiting_total(&fx, &m) >= 1).await,
+        "condition not reached in 10 s"
+    );
     waiting.abort();
     assert!(waiting.await.unwrap_err().is_cancelled());
     assert_eq!(other.waiting(), 0);
     if let Fixture::Redis(server) = &fx {
         // the manager's entry among the waiters is withdrawn in the background
-        let gone = support::wait_until(Duration::from_secs(5), || {
+        let gone = support::eventually(Duration::from_secs(5), || {
             server.cmd(&["EXISTS", "{tower-lock:cancel}:w"]).as_int() == Some(0)
-        });
+        })
+        .await;
         assert!(gone, "the waiter record was left behind");
     }
     held.release().await.unwrap();
@@ -304,13 +312,5 @@ fn waiting_total(fx: &Fixture, m: &LockManager) -> usize {
             .cmd(&["KEYS", "*:w"])
             .as_array()
             .map_or(0, |keys| keys.len()),
-    }
-}
-
-async fn wait_for(mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < deadline, "condition not reached in 10 s");
-        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }

@@ -1,6 +1,5 @@
-//! Shared by the `actix_*` tests: real actix-web servers on loopback (their own threads and
-//! runtimes, two workers each, as in production), and the bank of `layer_common` served by actix.
-#![allow(dead_code)]
+//! Real actix-web servers on loopback (their own threads and runtimes, two workers each, as in
+//! production), and the bank of [`super`] served by actix.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,7 +11,7 @@ use tower_lock::actix::LockMiddleware;
 use tower_lock::key::{self, KeyExtractor};
 use tower_lock::{LockInfo, LockManager};
 
-use crate::layer_common::Bank;
+use super::Bank;
 
 /// A running actix-web server; dropping it stops the server.
 pub struct TestServer {

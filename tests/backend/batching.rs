@@ -2,13 +2,12 @@
 //! each request must still get its own answer, one that stops waiting must cost the others
 //! nothing, and a server that lost the scripts gets them again.
 
-mod support;
-
 use std::time::Duration;
 
-use support::{wait_until, RedisServer};
 use tokio::task::JoinSet;
 use tower_lock::{LockManager, LockOptions};
+
+use crate::support::{eventually, RedisServer};
 
 const REQUESTS: usize = 400;
 
@@ -52,7 +51,7 @@ async fn concurrent_requests_get_their_own_answers_and_leaving_ones_cost_nothing
         .await
         .expect("second manager");
     let mut free = 0;
-    let all_free = wait_until(Duration::from_secs(10), || {
+    let all_free = eventually(Duration::from_secs(10), || {
         free = (0..REQUESTS)
             .filter(|i| {
                 let key = format!("{{tower-lock:account%3A{i}}}");
@@ -60,7 +59,8 @@ async fn concurrent_requests_get_their_own_answers_and_leaving_ones_cost_nothing
             })
             .count();
         free == REQUESTS
-    });
+    })
+    .await;
     assert!(all_free, "{free} of {REQUESTS} locks free");
     let guard = other.try_acquire("account:1", &opts).await.expect("try");
     assert!(guard.is_some(), "a lock whose acquire was abandoned");

@@ -1,11 +1,11 @@
 //! A re-entry that fails must not cost the owner the hold it already has.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::RedisServer;
 use tower_lock::{LockManager, LockOptions};
+
+use crate::support;
+use crate::support::RedisServer;
 
 async fn manager(server: &RedisServer) -> LockManager {
     LockManager::builder()
@@ -78,7 +78,7 @@ async fn two_waiting_requests_of_one_owner_both_hold_until_both_release() {
                 tokio::spawn(async move { owner.acquire(&key, &opts).await.unwrap() })
             };
             let (first, second) = (spawn(), spawn());
-            assert!(support::wait_until(Duration::from_secs(5), || m.waiting() >= 1));
+            assert!(support::eventually(Duration::from_secs(5), || m.waiting() >= 1).await);
             // let the second request start too (it waits behind the first)
             tokio::time::sleep(Duration::from_millis(50)).await;
             held.release().await.unwrap();

@@ -1,22 +1,20 @@
 //! The actix-web middleware through real actix-web servers on loopback (two worker threads each),
 //! with the memory backend, and a real HTTP/1.1 client.
 
-mod actix_common;
-mod layer_common;
-
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actix_common::{accounts, bank_routes, serve};
 use actix_web::http::StatusCode as ActixStatus;
 use actix_web::{web, App, HttpResponse};
 use axum::http::StatusCode;
-use layer_common::conn::{eventually, GENEROUS};
-use layer_common::{Bank, HttpClient};
 use tower_lock::actix::{rejection_response, LockMiddleware};
 use tower_lock::key::{self, KeyExtractor};
 use tower_lock::{HeldLocks, LockInfo, LockManager, LockOptions, LockOwner, Mode, RejectReason};
+
+use crate::support::{eventually, GENEROUS};
+use crate::web::actix::{accounts, bank_routes, serve};
+use crate::web::{Bank, HttpClient};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_concurrent_puts_to_one_account_lose_no_update() {
@@ -237,7 +235,7 @@ async fn a_nested_middleware_on_another_manager_locks_in_its_own_manager() {
         async move { client.send("PUT", addr, "/accounts/8").await }
     });
     assert!(
-        eventually(|| inner.waiting() == 1).await,
+        eventually(GENEROUS, || inner.waiting() == 1).await,
         "the inner middleware waits in its own manager"
     );
     drop(held);
@@ -357,7 +355,7 @@ async fn max_waiters_rejects_the_excess_at_once() {
         let addr = server.addr;
         async move { client.send("PUT", addr, "/accounts/3").await }
     });
-    assert!(eventually(|| manager.waiting() == 1).await);
+    assert!(eventually(GENEROUS, || manager.waiting() == 1).await);
 
     // fresh connections land on either worker; every one of them is over the limit
     for _ in 0..4 {

@@ -1,16 +1,15 @@
 //! Quorum locks (RedLock) against 3 and 5 real redis-server processes: mutual exclusion, re-entry,
 //! renewal and loss, cancellation, no polling, and the refusal of fair locks. Masters failing:
-//! `quorum_faults.rs`; what the fencing tokens promise: `quorum_tokens.rs`.
-
-mod support;
+//! `faults.rs`; what the fencing tokens promise: `tokens.rs`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use support::masters::Masters;
-use support::wait_until;
 use tower_lock::{LockError, LockManager, LockOptions};
+
+use crate::support::eventually;
+use crate::support::masters::Masters;
 
 /// Many tasks of two managers take one lock in turn: never two inside at once, and the tokens seen
 /// inside rise strictly (the masters share one clock here).
@@ -58,9 +57,7 @@ async fn mutual_exclusion(n: usize) {
         );
     }
     // nothing is left behind on any master once every guard is released
-    assert!(wait_until(Duration::from_secs(5), || masters
-        .holding("acct")
-        == 0));
+    assert!(eventually(Duration::from_secs(5), || masters.holding("acct") == 0).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,9 +142,12 @@ async fn one_watchdog_renews_every_lock_on_every_master_in_batches() {
     tokio::time::sleep(lease * 2).await;
     assert!(guards.iter().all(|g| !g.is_lost()));
     drop(guards);
-    assert!(wait_until(Duration::from_secs(5), || {
-        (0..100).all(|i| masters.holding(&format!("many{i}")) == 0)
-    }));
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            (0..100).all(|i| masters.holding(&format!("many{i}")) == 0)
+        })
+        .await
+    );
     assert_eq!(m.held(), 0);
     let before = masters.evalsha_total();
     tokio::time::sleep(lease * 2).await;
@@ -186,17 +186,20 @@ async fn cancelled_attempts_and_waiters_leave_nothing_behind() {
                 .map(drop)
         }
     });
-    assert!(wait_until(Duration::from_secs(5), || masters.servers[2]
-        .cmd(&["EXISTS", "{tower-lock:inflight}"])
-        .as_int()
-        == Some(1)));
+    assert!(
+        eventually(Duration::from_secs(5), || masters.servers[2]
+            .cmd(&["EXISTS", "{tower-lock:inflight}"])
+            .as_int()
+            == Some(1))
+        .await
+    );
     attempt.abort();
     assert!(attempt.await.unwrap_err().is_cancelled());
     masters.servers[0].continue_process();
     masters.servers[1].continue_process();
     // it is finished in the background and, since nobody wants it, released everywhere
     assert!(
-        wait_until(Duration::from_secs(5), || masters.holding("inflight") == 0),
+        eventually(Duration::from_secs(5), || masters.holding("inflight") == 0).await,
         "an abandoned attempt left the lock behind"
     );
     assert_eq!(m.held(), 0);
@@ -216,21 +219,27 @@ async fn cancelled_attempts_and_waiters_leave_nothing_behind() {
         async move { m.acquire("w1", &LockOptions::exclusive()).await.map(drop) }
     });
     // recorded as waiting on the masters where it found the lock held (at least a majority)
-    assert!(wait_until(Duration::from_secs(5), || masters
-        .servers
-        .iter()
-        .filter(|s| s.cmd(&["EXISTS", "{tower-lock:w1}:w"]).as_int() == Some(1))
-        .count()
-        >= 2));
+    assert!(
+        eventually(Duration::from_secs(5), || masters
+            .servers
+            .iter()
+            .filter(|s| s.cmd(&["EXISTS", "{tower-lock:w1}:w"]).as_int() == Some(1))
+            .count()
+            >= 2)
+        .await
+    );
     waiting.abort();
     assert!(waiting.await.unwrap_err().is_cancelled());
     assert_eq!(m.waiting(), 0);
-    assert!(wait_until(Duration::from_secs(5), || masters
-        .servers
-        .iter()
-        .all(
-            |s| s.cmd(&["EXISTS", "{tower-lock:w1}:w"]).as_int() == Some(0)
-        )));
+    assert!(
+        eventually(Duration::from_secs(5), || masters
+            .servers
+            .iter()
+            .all(
+                |s| s.cmd(&["EXISTS", "{tower-lock:w1}:w"]).as_int() == Some(0)
+            ))
+        .await
+    );
     drop(held);
 }
 
@@ -252,9 +261,7 @@ async fn waiters_are_woken_by_a_release_on_any_master_without_polling() {
         .await
         .unwrap();
     // held on every master (a majority decided the acquisition; the third grant may land after)
-    assert!(wait_until(Duration::from_secs(5), || masters
-        .holding("hot")
-        == 3));
+    assert!(eventually(Duration::from_secs(5), || masters.holding("hot") == 3).await);
     let acquired = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..50 {
@@ -267,12 +274,15 @@ async fn waiters_are_woken_by_a_release_on_any_master_without_polling() {
         }));
     }
     // every waiter made its one attempt on every master, then went quiet
-    assert!(wait_until(Duration::from_secs(10), || {
-        masters
-            .servers
-            .iter()
-            .all(|s| s.command_calls("evalsha") >= 51)
-    }));
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            masters
+                .servers
+                .iter()
+                .all(|s| s.command_calls("evalsha") >= 51)
+        })
+        .await
+    );
     assert_eq!(m.waiting(), 50);
     let before: Vec<u64> = masters.servers.iter().map(|s| s.total_commands()).collect();
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -333,9 +343,12 @@ async fn fair_locks_are_refused_and_bad_quorums_do_not_build() {
         .await
         .unwrap();
     masters.servers[2].restart();
-    assert!(wait_until(Duration::from_secs(10), || masters.servers[2]
-        .pubsub_clients()
-        == 1));
+    assert!(
+        eventually(Duration::from_secs(10), || masters.servers[2]
+            .pubsub_clients()
+            == 1)
+        .await
+    );
     // a majority down at start: unavailable
     masters.servers[1].kill();
     masters.servers[2].kill();

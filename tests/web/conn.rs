@@ -1,27 +1,12 @@
-//! Waiting for a condition, and raw client connections that close the way real clients do.
+//! Raw client connections that close the way real clients do, and a flag that shows a drop.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-
-/// How long a test waits for something that should happen.
-pub const GENEROUS: Duration = Duration::from_secs(10);
-
-/// Poll `cond` until it holds; false after [`GENEROUS`].
-pub async fn eventually(mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + GENEROUS;
-    while !cond() {
-        if Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    true
-}
 
 /// Sets its flag when dropped: proves that a handler's future was dropped.
 pub struct DropFlag(pub Arc<AtomicBool>);

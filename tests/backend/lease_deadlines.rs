@@ -2,12 +2,11 @@
 //! the last lease known to have reached Redis, even while Redis cannot be asked (a frozen server),
 //! and at the end of a fair grant's claim lease when the watchdog could not extend it.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::RedisServer;
 use tower_lock::{LockManager, LockOptions};
+
+use crate::support::RedisServer;
 
 const LEASE: Duration = Duration::from_secs(1);
 /// Timers, scheduling and the test's own steps, on a busy 2-core machine.

@@ -1,19 +1,18 @@
 //! The lock layer under tonic (`Server::builder().layer(..)`), through a real gRPC server and client
 //! on loopback: rejections arrive as gRPC statuses, and `grpc-timeout` caps the wait.
 
-mod layer_common;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use layer_common::grpc::{BankClient, BankServer};
-use layer_common::Bank;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
 use tonic::Code;
 use tower_lock::key::{self, KeyExtractor};
 use tower_lock::{LockLayer, LockManager, LockOptions, OnLeaseLost};
+
+use crate::web::grpc::{BankClient, BankServer};
+use crate::web::Bank;
 
 /// The account named by the `x-account` metadata is the lock; requests without it are refused.
 fn by_account(manager: &LockManager) -> LockLayer<impl KeyExtractor> {
@@ -86,7 +85,7 @@ async fn rejections_map_to_grpc_statuses() {
 }
 
 /// The tonic client enforces its deadline too (it reports `CANCELLED`), so this checks that nothing
-/// outlives the deadline on either side; `layer_tower.rs` checks the server's own `UNAVAILABLE`.
+/// outlives the deadline on either side; `plain_service.rs` checks the server's own `UNAVAILABLE`.
 #[tokio::test]
 async fn grpc_deadline_ends_the_wait_on_both_sides() {
     let manager = LockManager::memory();

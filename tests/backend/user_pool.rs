@@ -1,12 +1,12 @@
 //! A manager on a bb8 pool the user built (`LockManagerBuilder::redis_pool`): its connections have
 //! not loaded our scripts, and its commands go straight to them, without our outbox.
 
-mod support;
-
 use std::time::Duration;
 
-use support::RedisServer;
 use tower_lock::{LockManager, LockOptions, RedisPool};
+
+use crate::support;
+use crate::support::RedisServer;
 
 async fn user_pool(server: &RedisServer) -> RedisPool {
     let manager = bb8_redis::RedisConnectionManager::new(server.url()).expect("connection manager");
@@ -43,7 +43,7 @@ async fn locks_work_through_a_pool_the_user_built() {
             let second = second.clone();
             tokio::spawn(async move { second.acquire("account:42", &opts).await })
         };
-        support::wait_until(Duration::from_secs(5), || second.waiting() == 1);
+        support::eventually(Duration::from_secs(5), || second.waiting() == 1).await;
         let token = held.fencing_token();
         held.release().await.expect("release");
         let next = tokio::time::timeout(Duration::from_secs(5), waiter)

@@ -2,23 +2,22 @@
 //! with the memory backend: what ends a request's hold (a client that resets or closes its
 //! connection, a lost lease, the end of a streamed body).
 
-mod actix_common;
-mod layer_common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_common::{accounts, bank_routes, serve, serve_with, ServerConfig};
 use actix_web::{web, App, HttpResponse};
 use axum::http::StatusCode;
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use layer_common::conn::{eventually, reset, send_raw, DropFlag, GENEROUS};
-use layer_common::{Bank, HttpClient};
 use tower_lock::actix::LockMiddleware;
 use tower_lock::key::{self};
 use tower_lock::{LockManager, LockOptions, OnLeaseLost};
+
+use crate::support::{eventually, GENEROUS};
+use crate::web::actix::{accounts, bank_routes, serve, serve_with, ServerConfig};
+use crate::web::conn::{reset, send_raw, DropFlag};
+use crate::web::{Bank, HttpClient};
 
 /// A handler that reports it started, then never finishes (until its future is dropped).
 fn endless_handler(
@@ -61,10 +60,10 @@ async fn client_reset_while_waiting_withdraws_the_waiter() {
         .await
         .expect("hold");
     let connection = send_raw(server.addr, "PUT", "/accounts/1").await;
-    assert!(eventually(|| manager.waiting() == 1).await);
+    assert!(eventually(GENEROUS, || manager.waiting() == 1).await);
     reset(connection);
     assert!(
-        eventually(|| manager.waiting() == 0).await,
+        eventually(GENEROUS, || manager.waiting() == 0).await,
         "the waiter left with its client"
     );
     drop(held);

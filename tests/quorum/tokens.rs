@@ -1,12 +1,11 @@
 //! Exactly what the fencing tokens of quorum locks promise: the largest token of the granting
 //! masters, rising across holders, counter expiry and restarts, and what a master clock ahead can do.
 
-mod support;
-
 use std::time::Duration;
 
-use support::masters::Masters;
 use tower_lock::LockOptions;
+
+use crate::support::masters::Masters;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_token_is_the_largest_of_the_granting_masters_and_reentry_keeps_it() {

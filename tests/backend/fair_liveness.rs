@@ -1,12 +1,12 @@
 //! Fair queues on Redis keep only live waiters: a queued waiter lives while its heartbeat key does,
 //! and grants drop the waiters whose key ran out.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::RedisServer;
 use tower_lock::{LockManager, LockOptions};
+
+use crate::support;
+use crate::support::RedisServer;
 
 async fn manager(server: &RedisServer) -> LockManager {
     LockManager::builder()
@@ -39,7 +39,7 @@ async fn more_dead_waiters_than_one_grant_skips_are_all_dropped_and_the_live_one
         })
     };
     let queue_len = || server.cmd(&["LLEN", "{tower-lock:crowd}:ql"]).as_int();
-    assert!(support::wait_until(Duration::from_secs(5), || queue_len() == Some(151)));
+    assert!(support::eventually(Duration::from_secs(5), || queue_len() == Some(151)).await);
 
     let released = Instant::now();
     held.release().await.unwrap();
@@ -66,10 +66,13 @@ async fn a_grant_message_arriving_after_its_waiter_took_the_lock_does_not_releas
         })
     };
     let queue = "{tower-lock:late}:ql";
-    assert!(support::wait_until(Duration::from_secs(5), || server
-        .cmd(&["LLEN", queue])
-        .as_int()
-        == Some(1)));
+    assert!(
+        support::eventually(Duration::from_secs(5), || server
+            .cmd(&["LLEN", queue])
+            .as_int()
+            == Some(1))
+        .await
+    );
     // the queue entry names the wait (`<owner>|<n>`); the lock hash names the owner
     let entry = server
         .cmd(&["LRANGE", queue, "0", "0"])

@@ -2,14 +2,14 @@
 //! waited for. A wake-up that finds nobody is passed on, and marks a lock taken meanwhile, so that
 //! its release still reaches the managers left waiting; the waiting record never outlives its use.
 
-mod support;
-
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::RedisServer;
 use tower_lock::{LockManager, LockOptions};
+
+use crate::support;
+use crate::support::RedisServer;
 
 async fn manager(server: &RedisServer) -> LockManager {
     LockManager::builder()
@@ -56,7 +56,7 @@ async fn a_wake_up_nobody_takes_marks_the_lock_so_its_release_reaches_the_waiter
     };
     // The waiter's attempt found the lock busy and marked it as waited for.
     let marked = || server.cmd(&["HEXISTS", "{tower-lock:acct}", "#w"]).as_int() == Some(1);
-    assert!(support::wait_until(Duration::from_secs(10), marked));
+    assert!(support::eventually(Duration::from_secs(10), marked).await);
     // As if the holder had taken the lock fresh, never told of the waiter...
     assert_eq!(
         server.cmd(&["HDEL", "{tower-lock:acct}", "#w"]).as_int(),
@@ -65,7 +65,7 @@ async fn a_wake_up_nobody_takes_marks_the_lock_so_its_release_reaches_the_waiter
     // ...and a wake-up for the lock reached a manager with nobody waiting: it passes it on.
     let told = server.cmd(&["PUBLISH", &idle_channel, "{tower-lock:acct}"]);
     assert_eq!(told.as_int(), Some(1));
-    assert!(support::wait_until(Duration::from_secs(5), marked));
+    assert!(support::eventually(Duration::from_secs(5), marked).await);
 
     let released = Instant::now();
     held.release().await.unwrap();
@@ -122,9 +122,7 @@ async fn the_waiting_record_left_by_a_taker_with_local_waiters_expires() {
             })
         })
         .collect();
-    assert!(support::wait_until(Duration::from_secs(5), || waiting
-        .waiting()
-        == 2));
+    assert!(support::eventually(Duration::from_secs(5), || waiting.waiting() == 2).await);
     held.release().await.unwrap();
     takes.recv().await.unwrap();
     // one request took the lock; the other still waits, and its manager is on record again

@@ -1,0 +1,16 @@
+//! The lock manager's backends, one area per module: the lock contract and fair locks on memory
+//! and on a real redis-server, and what only Redis has (batched commands, wake-ups, lease
+//! deadlines, a user's pool, real faults).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod batching;
+mod contract;
+mod fair;
+mod fair_liveness;
+mod lease_deadlines;
+mod redis_faults;
+mod reentry;
+mod user_pool;
+mod wakeups;

@@ -1,0 +1,9 @@
+//! Quorum locks (RedLock) against 3 and 5 real redis-server processes: the locks themselves
+//! ([`locks`]), masters failing ([`faults`]) and what the fencing tokens promise ([`tokens`]).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod faults;
+mod locks;
+mod tokens;
