@@ -3,14 +3,14 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix_web::http::StatusCode as ActixStatus;
-use actix_web::{web, App, HttpResponse};
+use actix_web::{web, App};
 use axum::http::StatusCode;
 use tower_lock::actix::{rejection_response, LockMiddleware};
 use tower_lock::key::{self, KeyExtractor};
-use tower_lock::{HeldLocks, LockInfo, LockManager, LockOptions, LockOwner, Mode, RejectReason};
+use tower_lock::{HeldLocks, LockInfo, LockManager, LockOptions, LockOwner, RejectReason};
 
 use crate::support::{eventually, GENEROUS};
 use crate::web::actix::{accounts, bank_routes, serve};
@@ -45,96 +45,6 @@ async fn two_hundred_concurrent_puts_to_one_account_lose_no_update() {
     let tokens = bank.tokens(1);
     assert_eq!(tokens.len(), 200, "every handler saw its LockInfo");
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
-}
-
-#[tokio::test]
-async fn fair_mode_serves_concurrent_puts_one_at_a_time() {
-    let manager = LockManager::memory();
-    let bank = Arc::new(Bank::default());
-    let locks = accounts(&manager).mode(Mode::Fair).wait_timeout(GENEROUS);
-    assert_eq!(locks.lock_options().mode_value(), Mode::Fair);
-    let server = serve({
-        let bank = bank.clone();
-        move || {
-            App::new()
-                .wrap(locks.clone())
-                .configure(|cfg| bank_routes(cfg, bank.clone()))
-        }
-    });
-    let client = HttpClient::default();
-
-    let puts = (0..30).map(|_| client.send("PUT", server.addr, "/accounts/1"));
-    let replies = futures_util::future::join_all(puts).await;
-    assert!(
-        replies.iter().all(|r| r.status == StatusCode::OK),
-        "{replies:?}"
-    );
-    assert_eq!(bank.balance(1), 30);
-    assert_eq!(bank.max_inside.load(Ordering::SeqCst), 1);
-}
-
-#[tokio::test]
-async fn different_accounts_run_in_parallel() {
-    let manager = LockManager::memory();
-    // Each handler waits for the other one: only possible if both run at once.
-    let both_inside = Arc::new(tokio::sync::Barrier::new(2));
-    let locks = accounts(&manager).wait_timeout(Duration::from_secs(30));
-    let server = serve(move || {
-        let both_inside = both_inside.clone();
-        App::new()
-            .wrap(locks.clone())
-            .default_service(web::to(move || {
-                let both_inside = both_inside.clone();
-                async move {
-                    match tokio::time::timeout(GENEROUS, both_inside.wait()).await {
-                        Ok(_) => HttpResponse::Ok().finish(),
-                        Err(_) => HttpResponse::RequestTimeout().finish(),
-                    }
-                }
-            }))
-    });
-    let client = HttpClient::default();
-
-    let (one, two) = tokio::join!(
-        client.send("PUT", server.addr, "/accounts/1"),
-        client.send("PUT", server.addr, "/accounts/2/orders"),
-    );
-    assert_eq!((one.status, two.status), (StatusCode::OK, StatusCode::OK));
-}
-
-#[tokio::test]
-async fn wait_timeout_answers_503_with_retry_after() {
-    let manager = LockManager::memory();
-    let bank = Arc::new(Bank::default());
-    let locks = accounts(&manager)
-        .options(LockOptions::exclusive().wait_timeout(Duration::from_millis(100)));
-    let server = serve({
-        let bank = bank.clone();
-        move || {
-            App::new()
-                .wrap(locks.clone())
-                .configure(|cfg| bank_routes(cfg, bank.clone()))
-        }
-    });
-    let client = HttpClient::default();
-
-    let held = manager
-        .acquire("accounts/7", &LockOptions::exclusive())
-        .await
-        .expect("hold");
-    let started = Instant::now();
-    let reply = client.send("PUT", server.addr, "/accounts/7").await;
-    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(reply.retry_after(), Some("1"));
-    assert!(reply.body.contains("accounts/7"), "{}", reply.body);
-    assert!(started.elapsed() >= Duration::from_millis(100));
-    assert_eq!(bank.balance(7), 0, "the handler did not run");
-    assert_eq!(manager.waiting(), 0);
-
-    drop(held);
-    let reply = client.send("PUT", server.addr, "/accounts/7").await;
-    assert_eq!(reply.status, StatusCode::OK);
-    assert_eq!(bank.balance(7), 1);
 }
 
 #[tokio::test]
@@ -326,55 +236,4 @@ async fn reject_with_replaces_the_default_response() {
         .await;
     assert_eq!(reply.status, StatusCode::LOCKED);
     assert_eq!(reply.retry_after(), Some("1"), "built from the default");
-}
-
-#[tokio::test]
-async fn max_waiters_rejects_the_excess_at_once() {
-    let manager = LockManager::memory();
-    let bank = Arc::new(Bank::default());
-    // built once and cloned into every worker: one limit for the whole server
-    let locks = accounts(&manager)
-        .wait_timeout(Duration::from_secs(30))
-        .max_waiters(1);
-    let server = serve({
-        let bank = bank.clone();
-        move || {
-            App::new()
-                .wrap(locks.clone())
-                .configure(|cfg| bank_routes(cfg, bank.clone()))
-        }
-    });
-    let client = HttpClient::default();
-
-    let held = manager
-        .acquire("accounts/3", &LockOptions::exclusive())
-        .await
-        .expect("hold");
-    let first = tokio::spawn({
-        let client = client.clone();
-        let addr = server.addr;
-        async move { client.send("PUT", addr, "/accounts/3").await }
-    });
-    assert!(eventually(GENEROUS, || manager.waiting() == 1).await);
-
-    // fresh connections land on either worker; every one of them is over the limit
-    for _ in 0..4 {
-        let started = Instant::now();
-        let excess = HttpClient::default()
-            .send("PUT", server.addr, "/accounts/3")
-            .await;
-        assert_eq!(excess.status, StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(excess.retry_after(), Some("1"));
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "rejected at once"
-        );
-    }
-    let other = client.send("PUT", server.addr, "/accounts/4").await;
-    assert_eq!(other.status, StatusCode::OK, "the limit is per key");
-
-    drop(held);
-    let first = first.await.expect("first request");
-    assert_eq!(first.status, StatusCode::OK);
-    assert_eq!(bank.balance(3), 1);
 }

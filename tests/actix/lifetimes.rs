@@ -1,23 +1,18 @@
 //! The actix-web middleware through real actix-web servers on loopback (two worker threads each),
-//! with the memory backend: what ends a request's hold (a client that resets or closes its
-//! connection, a lost lease, the end of a streamed body).
+//! with the memory backend: what ends a request's hold when a client resets or closes its connection
+//! (a lost lease and a streamed body: `layer::lifetimes`, on both stacks).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::{web, App, HttpResponse};
-use axum::http::StatusCode;
-use bytes::Bytes;
-use http_body_util::BodyExt;
-use tower_lock::actix::LockMiddleware;
-use tower_lock::key::{self};
-use tower_lock::{LockManager, LockOptions, OnLeaseLost};
+use tower_lock::{LockManager, LockOptions};
 
 use crate::support::{eventually, GENEROUS};
 use crate::web::actix::{accounts, bank_routes, serve, serve_with, ServerConfig};
 use crate::web::conn::{reset, send_raw, DropFlag};
-use crate::web::{Bank, HttpClient};
+use crate::web::Bank;
 
 /// A handler that reports it started, then never finishes (until its future is dropped).
 fn endless_handler(
@@ -130,92 +125,4 @@ async fn closed_connection_releases_when_half_close_is_refused() {
         .await;
     assert!(next.is_ok(), "released when the client closed");
     assert!(dropped.load(Ordering::SeqCst), "the handler was dropped");
-}
-
-#[tokio::test]
-async fn lost_lease_aborts_the_handler_with_503() {
-    let manager = LockManager::memory();
-    let dropped = Arc::new(AtomicBool::new(false));
-    let (handler, _started) = endless_handler(&dropped);
-    let locks = accounts(&manager)
-        .lease(Duration::from_millis(100))
-        .on_lease_lost(OnLeaseLost::Abort);
-    let server = serve(move || {
-        App::new()
-            .wrap(locks.clone())
-            .default_service(web::to(handler.clone()))
-    });
-
-    let reply = tokio::time::timeout(
-        GENEROUS,
-        HttpClient::default().send("PUT", server.addr, "/accounts/2"),
-    )
-    .await
-    .expect("answered after the lease ran out");
-    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert!(reply.body.contains("lost"), "{}", reply.body);
-    assert!(dropped.load(Ordering::SeqCst), "the handler was dropped");
-}
-
-#[tokio::test]
-async fn hold_until_body_end_keeps_the_lock_while_the_body_streams() {
-    let manager = LockManager::memory();
-    let (finish_tx, finish_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-    let finish_rx = Arc::new(tokio::sync::Mutex::new(finish_rx));
-    let streaming = move || {
-        let finish_rx = finish_rx.clone();
-        async move {
-            let first = futures_util::stream::once(async {
-                Ok::<_, std::convert::Infallible>(Bytes::from("first "))
-            });
-            let last = futures_util::stream::once(async move {
-                finish_rx.lock().await.recv().await;
-                Ok::<_, std::convert::Infallible>(Bytes::from("last"))
-            });
-            HttpResponse::Ok().streaming(futures_util::StreamExt::chain(first, last))
-        }
-    };
-    let held_through_body =
-        LockMiddleware::new(manager.clone(), key::pattern("/stream/{id}")).hold_until_body_end();
-    let head_only = LockMiddleware::new(manager.clone(), key::pattern("/plain/{id}"));
-    let server = serve(move || {
-        App::new()
-            .service(
-                web::resource("/stream/{id}")
-                    .wrap(held_through_body.clone())
-                    .route(web::get().to(streaming.clone())),
-            )
-            .service(
-                web::resource("/plain/{id}")
-                    .wrap(head_only.clone())
-                    .route(web::get().to(|| async { "plain" })),
-            )
-    });
-    let client = HttpClient::default();
-    let exclusive = LockOptions::exclusive();
-
-    let response = client.head("GET", server.addr, "/stream/1").await;
-    assert_eq!(response.status(), StatusCode::OK);
-    let busy = manager.try_acquire("stream/1", &exclusive).await;
-    assert!(matches!(busy, Ok(None)), "held while the body streams");
-    finish_tx.send(()).expect("finish the body");
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
-    assert_eq!(&body[..], b"first last");
-    let free = manager
-        .acquire("stream/1", &exclusive.wait_timeout(GENEROUS))
-        .await;
-    assert!(free.is_ok(), "released at the end of the body");
-
-    let response = client.head("GET", server.addr, "/plain/1").await;
-    let free = manager.try_acquire("plain/1", &exclusive).await;
-    assert!(
-        matches!(free, Ok(Some(_))),
-        "released with the response head"
-    );
-    drop(response);
 }

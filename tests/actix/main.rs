@@ -1,5 +1,6 @@
-//! The actix-web middleware through real actix-web servers on loopback (two worker threads each):
-//! with the memory backend, and as replicas sharing a real redis-server.
+//! The actix-web middleware through real actix-web servers on loopback (two worker threads each),
+//! with the memory backend: what only makes sense on actix-web. The scenarios that are the same on
+//! both stacks are in the `layer` binary (`on_both_stacks!`).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -8,4 +9,3 @@ mod web;
 
 mod http_server;
 mod lifetimes;
-mod redis_replicas;

@@ -1,4 +1,5 @@
-//! The lock layer under axum, through real TCP servers on loopback, with the memory backend.
+//! The lock layer under axum, through real TCP servers on loopback, with the memory backend; the
+//! scenarios at the end also run on actix-web (`on_both_stacks!`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -8,9 +9,13 @@ use axum::http::StatusCode;
 use axum::routing::{get, put};
 use axum::{Extension, Router};
 use tower_lock::key::{self, KeyExtractor};
-use tower_lock::{HeldLocks, LockInfo, LockLayer, LockManager, LockOptions, LockOwner};
+use tower_lock::{
+    HeldLocks, LockInfo, LockLayer, LockManager, LockOptions, LockOwner, Mode, RequestOptions,
+};
 
+use crate::on_both_stacks;
 use crate::support::{eventually, GENEROUS};
+use crate::web::stacks::{handler, Stack};
 use crate::web::{accounts, bank_routes, exclusive_for, serve, Bank, HttpClient};
 
 #[tokio::test]
@@ -28,80 +33,6 @@ async fn concurrent_puts_to_one_account_run_one_at_a_time() {
     assert_eq!(bank.max_inside.load(Ordering::SeqCst), 1);
     let tokens = bank.tokens(1);
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
-}
-
-#[tokio::test]
-async fn fair_mode_serves_concurrent_puts_one_at_a_time() {
-    let manager = LockManager::memory();
-    let bank = Arc::new(Bank::default());
-    let layer = accounts(&manager).options(LockOptions::fair().wait_timeout(GENEROUS));
-    let addr = serve(bank_routes(bank.clone()).layer(layer)).await;
-    let client = HttpClient::default();
-
-    let puts = (0..30).map(|_| client.send("PUT", addr, "/accounts/1"));
-    let replies = futures_util::future::join_all(puts).await;
-
-    assert!(
-        replies.iter().all(|r| r.status == StatusCode::OK),
-        "{replies:?}"
-    );
-    assert_eq!(bank.balance(1), 30);
-    assert_eq!(bank.max_inside.load(Ordering::SeqCst), 1);
-}
-
-#[tokio::test]
-async fn different_accounts_run_in_parallel() {
-    let manager = LockManager::memory();
-    // Each handler waits for the other one: only possible if both run at once.
-    let both_inside = Arc::new(tokio::sync::Barrier::new(2));
-    let handler = move || {
-        let both_inside = both_inside.clone();
-        async move {
-            match tokio::time::timeout(GENEROUS, both_inside.wait()).await {
-                Ok(_) => StatusCode::OK,
-                Err(_) => StatusCode::REQUEST_TIMEOUT,
-            }
-        }
-    };
-    let app = Router::new()
-        .route("/accounts/{id}", put(handler.clone()))
-        .route("/accounts/{id}/orders", put(handler))
-        .layer(accounts(&manager).wait_timeout(Duration::from_secs(30)));
-    let addr = serve(app).await;
-    let client = HttpClient::default();
-
-    let (one, two) = tokio::join!(
-        client.send("PUT", addr, "/accounts/1"),
-        client.send("PUT", addr, "/accounts/2/orders"),
-    );
-    assert_eq!((one.status, two.status), (StatusCode::OK, StatusCode::OK));
-}
-
-#[tokio::test]
-async fn wait_timeout_answers_503_with_retry_after() {
-    let manager = LockManager::memory();
-    let bank = Arc::new(Bank::default());
-    let layer = accounts(&manager).options(exclusive_for(Duration::from_millis(100)));
-    let addr = serve(bank_routes(bank.clone()).layer(layer)).await;
-    let client = HttpClient::default();
-
-    let held = manager
-        .acquire("accounts/7", &LockOptions::exclusive())
-        .await
-        .expect("hold");
-    let started = Instant::now();
-    let reply = client.send("PUT", addr, "/accounts/7").await;
-    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(reply.retry_after(), Some("1"));
-    assert!(reply.body.contains("accounts/7"), "{}", reply.body);
-    assert!(started.elapsed() >= Duration::from_millis(100));
-    assert_eq!(bank.balance(7), 0, "the handler did not run");
-    assert_eq!(manager.waiting(), 0);
-
-    drop(held);
-    let reply = client.send("PUT", addr, "/accounts/7").await;
-    assert_eq!(reply.status, StatusCode::OK);
-    assert_eq!(bank.balance(7), 1);
 }
 
 #[tokio::test]
@@ -256,14 +187,90 @@ async fn a_nested_layer_on_another_manager_locks_in_its_own_manager() {
     assert_eq!(reply.body, "2");
 }
 
-#[tokio::test]
-async fn max_waiters_rejects_the_excess_at_once() {
+on_both_stacks!(
+    fair_mode_serves_concurrent_puts_one_at_a_time,
+    different_accounts_run_in_parallel,
+    wait_timeout_answers_503_with_retry_after,
+    max_waiters_rejects_the_excess_at_once,
+);
+
+async fn fair_mode_serves_concurrent_puts_one_at_a_time<S: Stack>() {
     let manager = LockManager::memory();
     let bank = Arc::new(Bank::default());
-    let layer = accounts(&manager)
+    let options = RequestOptions::new()
+        .mode(Mode::Fair)
+        .wait_timeout(GENEROUS);
+    let server = S::bank(&manager, options, &bank).await;
+    assert_eq!(server.lock_options.mode_value(), Mode::Fair);
+    let client = HttpClient::default();
+
+    let puts = (0..30).map(|_| client.send("PUT", server.addr, "/accounts/1"));
+    let replies = futures_util::future::join_all(puts).await;
+    assert!(
+        replies.iter().all(|r| r.status == StatusCode::OK),
+        "{replies:?}"
+    );
+    assert_eq!(bank.balance(1), 30);
+    assert_eq!(bank.max_inside.load(Ordering::SeqCst), 1);
+}
+
+async fn different_accounts_run_in_parallel<S: Stack>() {
+    let manager = LockManager::memory();
+    // Each handler waits for the other one: only possible if both run at once.
+    let both_inside = Arc::new(tokio::sync::Barrier::new(2));
+    let handler = handler(move || {
+        let both_inside = both_inside.clone();
+        async move {
+            match tokio::time::timeout(GENEROUS, both_inside.wait()).await {
+                Ok(_) => (StatusCode::OK, String::new()),
+                Err(_) => (StatusCode::REQUEST_TIMEOUT, String::new()),
+            }
+        }
+    });
+    let options = RequestOptions::new().wait_timeout(Duration::from_secs(30));
+    let server = S::handler(&manager, options, handler).await;
+    let client = HttpClient::default();
+
+    let (one, two) = tokio::join!(
+        client.send("PUT", server.addr, "/accounts/1"),
+        client.send("PUT", server.addr, "/accounts/2/orders"),
+    );
+    assert_eq!((one.status, two.status), (StatusCode::OK, StatusCode::OK));
+}
+
+async fn wait_timeout_answers_503_with_retry_after<S: Stack>() {
+    let manager = LockManager::memory();
+    let bank = Arc::new(Bank::default());
+    let options = RequestOptions::new().lock(exclusive_for(Duration::from_millis(100)));
+    let server = S::bank(&manager, options, &bank).await;
+    let client = HttpClient::default();
+
+    let held = manager
+        .acquire("accounts/7", &LockOptions::exclusive())
+        .await
+        .expect("hold");
+    let started = Instant::now();
+    let reply = client.send("PUT", server.addr, "/accounts/7").await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(reply.retry_after(), Some("1"));
+    assert!(reply.body.contains("accounts/7"), "{}", reply.body);
+    assert!(started.elapsed() >= Duration::from_millis(100));
+    assert_eq!(bank.balance(7), 0, "the handler did not run");
+    assert_eq!(manager.waiting(), 0);
+
+    drop(held);
+    let reply = client.send("PUT", server.addr, "/accounts/7").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(bank.balance(7), 1);
+}
+
+async fn max_waiters_rejects_the_excess_at_once<S: Stack>() {
+    let manager = LockManager::memory();
+    let bank = Arc::new(Bank::default());
+    let options = RequestOptions::new()
         .wait_timeout(Duration::from_secs(30))
         .max_waiters(1);
-    let addr = serve(bank_routes(bank.clone()).layer(layer)).await;
+    let server = S::bank(&manager, options, &bank).await;
     let client = HttpClient::default();
 
     let held = manager
@@ -272,19 +279,25 @@ async fn max_waiters_rejects_the_excess_at_once() {
         .expect("hold");
     let first = tokio::spawn({
         let client = client.clone();
+        let addr = server.addr;
         async move { client.send("PUT", addr, "/accounts/3").await }
     });
     assert!(eventually(GENEROUS, || manager.waiting() == 1).await);
 
-    let started = Instant::now();
-    let second = client.send("PUT", addr, "/accounts/3").await;
-    assert_eq!(second.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(second.retry_after(), Some("1"));
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "rejected at once"
-    );
-    let other = client.send("PUT", addr, "/accounts/4").await;
+    // fresh connections (on actix-web, they land on either worker): every one is over the limit
+    for _ in 0..4 {
+        let started = Instant::now();
+        let excess = HttpClient::default()
+            .send("PUT", server.addr, "/accounts/3")
+            .await;
+        assert_eq!(excess.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(excess.retry_after(), Some("1"));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "rejected at once"
+        );
+    }
+    let other = client.send("PUT", server.addr, "/accounts/4").await;
     assert_eq!(other.status, StatusCode::OK, "the limit is per key");
 
     drop(held);

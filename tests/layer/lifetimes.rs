@@ -1,24 +1,22 @@
 //! The lock layer under axum, through real TCP servers on loopback, with the memory backend: what
-//! ends a request's hold (a client that disconnects, a lost lease, the end of a streamed body).
+//! ends a request's hold (a client that disconnects, a lost lease, the end of a streamed body); the
+//! scenarios at the end also run on actix-web (`on_both_stacks!`).
 
-use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::Path;
 use axum::http::StatusCode;
-use axum::routing::{get, put};
+use axum::routing::put;
 use axum::Router;
-use bytes::Bytes;
-use futures_util::StreamExt;
 use http_body_util::BodyExt;
-use tower_lock::key::{self};
-use tower_lock::{LockLayer, LockManager, LockOptions, OnLeaseLost};
+use tower_lock::{LockManager, LockOptions, OnLeaseLost, RequestOptions};
 
+use crate::on_both_stacks;
 use crate::support::{eventually, GENEROUS};
 use crate::web::conn::{send_raw, DropFlag};
+use crate::web::stacks::{handler, Stack};
 use crate::web::{accounts, bank_routes, exclusive_for, serve, Bank, HttpClient};
 
 #[tokio::test]
@@ -84,31 +82,33 @@ async fn client_disconnect_while_the_handler_runs_releases_the_lock() {
     assert!(dropped.load(Ordering::SeqCst));
 }
 
-#[tokio::test]
-async fn lost_lease_aborts_the_handler_with_503() {
+on_both_stacks!(
+    lost_lease_aborts_the_handler_with_503,
+    hold_until_body_end_keeps_the_lock_while_the_body_streams,
+);
+
+async fn lost_lease_aborts_the_handler_with_503<S: Stack>() {
     let manager = LockManager::memory();
     let dropped = Arc::new(AtomicBool::new(false));
-    let handler = {
+    let handler = handler({
         let dropped = dropped.clone();
         move || {
             let flag = DropFlag(dropped.clone());
             async move {
                 let _flag = flag;
                 std::future::pending::<()>().await;
-                "never"
+                (StatusCode::OK, "never".to_owned())
             }
         }
-    };
-    let app = Router::new().route("/accounts/{id}", put(handler)).layer(
-        accounts(&manager)
-            .lease(Duration::from_millis(100))
-            .on_lease_lost(OnLeaseLost::Abort),
-    );
-    let addr = serve(app).await;
+    });
+    let options = RequestOptions::new()
+        .lease(Duration::from_millis(100))
+        .on_lease_lost(OnLeaseLost::Abort);
+    let server = S::handler(&manager, options, handler).await;
 
     let reply = tokio::time::timeout(
         GENEROUS,
-        HttpClient::default().send("PUT", addr, "/accounts/2"),
+        HttpClient::default().send("PUT", server.addr, "/accounts/2"),
     )
     .await
     .expect("answered after the lease ran out");
@@ -117,34 +117,14 @@ async fn lost_lease_aborts_the_handler_with_503() {
     assert!(dropped.load(Ordering::SeqCst), "the handler was dropped");
 }
 
-#[tokio::test]
-async fn hold_until_body_end_keeps_the_lock_while_the_body_streams() {
+async fn hold_until_body_end_keeps_the_lock_while_the_body_streams<S: Stack>() {
     let manager = LockManager::memory();
     let (finish_tx, finish_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-    let finish_rx = Arc::new(tokio::sync::Mutex::new(finish_rx));
-    let streaming = move || {
-        let finish_rx = finish_rx.clone();
-        async move {
-            let first =
-                futures_util::stream::once(async { Ok::<_, Infallible>(Bytes::from("first ")) });
-            let last = futures_util::stream::once(async move {
-                finish_rx.lock().await.recv().await;
-                Ok::<_, Infallible>(Bytes::from("last"))
-            });
-            Body::from_stream(first.chain(last))
-        }
-    };
-    let held_through_body = Router::new()
-        .route("/stream/{id}", get(streaming))
-        .layer(LockLayer::new(manager.clone(), key::pattern("/stream/{id}")).hold_until_body_end());
-    let head_only = Router::new()
-        .route("/plain/{id}", get(|| async { "plain" }))
-        .layer(LockLayer::new(manager.clone(), key::pattern("/plain/{id}")));
-    let addr = serve(held_through_body.merge(head_only)).await;
+    let server = S::streams(&manager, Arc::new(tokio::sync::Mutex::new(finish_rx))).await;
     let client = HttpClient::default();
     let exclusive = LockOptions::exclusive();
 
-    let response = client.head("GET", addr, "/stream/1").await;
+    let response = client.head("GET", server.addr, "/stream/1").await;
     assert_eq!(response.status(), StatusCode::OK);
     let busy = manager.try_acquire("stream/1", &exclusive).await;
     assert!(matches!(busy, Ok(None)), "held while the body streams");
@@ -159,7 +139,7 @@ async fn hold_until_body_end_keeps_the_lock_while_the_body_streams() {
     let free = manager.acquire("stream/1", &exclusive_for(GENEROUS)).await;
     assert!(free.is_ok(), "released at the end of the body");
 
-    let response = client.head("GET", addr, "/plain/1").await;
+    let response = client.head("GET", server.addr, "/plain/1").await;
     let free = manager.try_acquire("plain/1", &exclusive).await;
     assert!(
         matches!(free, Ok(Some(_))),

@@ -1,5 +1,7 @@
 //! The lock layer (tower, under axum and tonic): through real servers on loopback with the memory
 //! backend, as a plain tower service, with metrics, and as replicas sharing a real redis-server.
+//! The web scenarios that are the same on actix-web are written once against `web::stacks::Stack`
+//! and run on both stacks (`on_both_stacks!`; the actix-web runs with the feature `actix`).
 
 #[path = "../support/mod.rs"]
 mod support;

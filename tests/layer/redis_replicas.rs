@@ -1,16 +1,18 @@
-//! The lock layer on the Redis backend: two replicas (routers with their own managers) sharing one
-//! real `redis-server`, and what a client sees when Redis dies.
+//! The lock middleware on the Redis backend: two replicas (each with its own manager) sharing one
+//! real `redis-server`, and what a client sees when Redis dies; on both stacks but one scenario.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use tower_lock::{key, LockLayer, LockManager, LockOptions};
+use tower_lock::{LockManager, LockOptions, RequestOptions};
 
+use crate::on_both_stacks;
 use crate::support;
 use crate::support::RedisServer;
-use crate::web::{bank_routes, serve, Bank, HttpClient};
+use crate::web::stacks::{Layer, Server, Stack};
+use crate::web::{Bank, HttpClient};
 
 /// A manager with a short command timeout and lease: a dead Redis fails a fresh request after one
 /// command timeout, and a request already waiting at its next re-check, at most one lease later.
@@ -24,42 +26,9 @@ async fn manager(server: &RedisServer) -> LockManager {
         .expect("redis manager")
 }
 
-async fn replica(manager: &LockManager, bank: &Arc<Bank>, wait: Duration) -> std::net::SocketAddr {
-    let layer = LockLayer::new(manager.clone(), key::pattern("/accounts/{id}")).wait_timeout(wait);
-    serve(bank_routes(bank.clone()).layer(layer)).await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_replicas_lose_no_update_under_200_concurrent_puts() {
-    let server = RedisServer::start();
-    let (m1, m2) = (manager(&server).await, manager(&server).await);
-    // one store behind both replicas, like a shared database
-    let bank = Arc::new(Bank::default());
-    let wait = Duration::from_secs(60);
-    let replicas = [
-        replica(&m1, &bank, wait).await,
-        replica(&m2, &bank, wait).await,
-    ];
-    let client = HttpClient::default();
-
-    let puts = (0..200).map(|i| {
-        let client = client.clone();
-        let addr = replicas[i % 2];
-        tokio::spawn(async move { client.send("PUT", addr, "/accounts/1").await })
-    });
-    let replies = futures_util::future::join_all(puts).await;
-    for reply in replies {
-        let reply = reply.expect("request task");
-        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-    }
-    assert_eq!(bank.balance(1), 200, "no update lost");
-    assert_eq!(bank.max_inside.load(Ordering::SeqCst), 1);
-    let tokens = bank.tokens(1);
-    assert_eq!(tokens.len(), 200);
-    assert!(
-        tokens.windows(2).all(|w| w[0] < w[1]),
-        "fencing tokens increase in write order"
-    );
+/// A replica of the bank on stack `S`, locking through `manager`.
+async fn replica<S: Stack>(manager: &LockManager, bank: &Arc<Bank>, wait: Duration) -> Server {
+    S::bank(manager, RequestOptions::new().wait_timeout(wait), bank).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -69,8 +38,8 @@ async fn different_accounts_do_not_wait_for_each_other_across_replicas() {
     let bank = Arc::new(Bank::default());
     let short = Duration::from_millis(300);
     let (a, b) = (
-        replica(&m1, &bank, short).await,
-        replica(&m2, &bank, short).await,
+        replica::<Layer>(&m1, &bank, short).await.addr,
+        replica::<Layer>(&m2, &bank, short).await.addr,
     );
     let client = HttpClient::default();
 
@@ -88,29 +57,70 @@ async fn different_accounts_do_not_wait_for_each_other_across_replicas() {
     assert_eq!((bank.balance(1), bank.balance(2)), (0, 1));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_redis_answers_503_promptly_never_hangs() {
+on_both_stacks!(
+    two_replicas_lose_no_update_under_200_concurrent_puts,
+    killed_redis_answers_503_promptly_never_hangs,
+);
+
+async fn two_replicas_lose_no_update_under_200_concurrent_puts<S: Stack>() {
+    let server = RedisServer::start();
+    let (m1, m2) = (manager(&server).await, manager(&server).await);
+    // one store behind both replicas, like a shared database
+    let bank = Arc::new(Bank::default());
+    let wait = Duration::from_secs(60);
+    let replicas = [
+        replica::<S>(&m1, &bank, wait).await,
+        replica::<S>(&m2, &bank, wait).await,
+    ];
+    let client = HttpClient::default();
+
+    let puts = (0..200).map(|i| {
+        let client = client.clone();
+        let addr = replicas[i % 2].addr;
+        tokio::spawn(async move { client.send("PUT", addr, "/accounts/1").await })
+    });
+    for reply in futures_util::future::join_all(puts).await {
+        let reply = reply.expect("request task");
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    }
+    assert_eq!(bank.balance(1), 200, "no update lost");
+    assert_eq!(bank.max_inside.load(Ordering::SeqCst), 1);
+    let tokens = bank.tokens(1);
+    assert_eq!(tokens.len(), 200);
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "fencing tokens increase in write order"
+    );
+    assert_eq!(
+        server.pubsub_clients(),
+        2,
+        "one pub/sub connection per manager, however many workers"
+    );
+}
+
+async fn killed_redis_answers_503_promptly_never_hangs<S: Stack>() {
     let mut server = RedisServer::start();
     let (m1, m2) = (manager(&server).await, manager(&server).await);
     let bank = Arc::new(Bank::default());
     let long = Duration::from_secs(60);
     let (a, b) = (
-        replica(&m1, &bank, long).await,
-        replica(&m2, &bank, long).await,
+        replica::<S>(&m1, &bank, long).await,
+        replica::<S>(&m2, &bank, long).await,
     );
     let client = HttpClient::default();
 
-    // one request waits for a lock held on the other replica's manager when Redis dies
+    // one request waits for a lock held through the other replica's manager when Redis dies
     let _held = m2
         .acquire("accounts/5", &LockOptions::exclusive())
         .await
         .expect("hold");
     let waiting = tokio::spawn({
         let client = client.clone();
+        let addr = a.addr;
         async move {
             let started = Instant::now();
             (
-                client.send("PUT", a, "/accounts/5").await,
+                client.send("PUT", addr, "/accounts/5").await,
                 started.elapsed(),
             )
         }
@@ -120,7 +130,7 @@ async fn killed_redis_answers_503_promptly_never_hangs() {
     server.kill();
 
     let started = Instant::now();
-    let fresh = client.send("PUT", b, "/accounts/6").await;
+    let fresh = client.send("PUT", b.addr, "/accounts/6").await;
     assert_eq!(
         fresh.status,
         StatusCode::SERVICE_UNAVAILABLE,
@@ -145,5 +155,5 @@ async fn killed_redis_answers_503_promptly_never_hangs() {
         elapsed < Duration::from_secs(15),
         "{elapsed:?}: not the 60 s wait"
     );
-    assert_eq!(bank.balance(5) + bank.balance(6), 0);
+    assert_eq!(bank.balance(5) + bank.balance(6), 0, "no handler ran");
 }

@@ -7,6 +7,7 @@
 pub mod actix;
 pub mod conn;
 pub mod grpc;
+pub mod stacks;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
