@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use tower_lock::{LockManager, LockOptions};
 
-use support::{wait_until, RedisServer};
+use support::{eventually, RedisServer, GENEROUS};
 
 const NAMESPACE: &str = "soak";
 const TASKS: u64 = 64;
@@ -179,7 +179,7 @@ async fn cycles_leave_nothing_behind() {
     // the manager's tables empty out (dropped guards release in the background)
     let empty = || manager.held() == 0 && manager.waiting() == 0 && manager.queued() == 0;
     assert!(
-        wait_until(Duration::from_secs(10), empty),
+        eventually(GENEROUS, empty).await,
         "tables not empty: held {}, waiting {}, queued {}",
         manager.held(),
         manager.waiting(),

@@ -173,6 +173,7 @@ impl<K: KeyExtractor> LockMiddleware<K> {
 impl<S, B, K> Transform<S, ServiceRequest> for LockMiddleware<K>
 where
     S: Service<ServiceRequest, Response = ServiceResponse<B>> + 'static,
+    S::Error: From<actix_web::Error>,
     B: MessageBody + 'static,
     K: KeyExtractor,
 {

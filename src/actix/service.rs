@@ -11,6 +11,7 @@ use std::task::{Context, Poll};
 
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
+use actix_web::error::InternalError;
 use actix_web::HttpMessage;
 use futures_util::future::LocalBoxFuture;
 
@@ -19,7 +20,7 @@ use super::{rejection_response, MiddlewarePolicy};
 use crate::error::LockError;
 use crate::key::KeyExtractor;
 use crate::manager::LockManager;
-use crate::request::{owner, publish, BodyGuards, LockedCall, OnLeaseLost, Rejection};
+use crate::request::{owner, publish, BodyGuards, LockedCall, Rejection};
 
 /// The service a [`LockMiddleware`](super::LockMiddleware) wraps around a service: every request
 /// runs under the locks its extractor names.
@@ -60,6 +61,7 @@ impl<S, K> std::fmt::Debug for LockMiddlewareService<S, K> {
 impl<S, B, K> Service<ServiceRequest> for LockMiddlewareService<S, K>
 where
     S: Service<ServiceRequest, Response = ServiceResponse<B>> + 'static,
+    S::Error: From<actix_web::Error>,
     B: MessageBody + 'static,
     K: KeyExtractor,
 {
@@ -97,20 +99,23 @@ where
                 Err(rejection) => return Ok(reject(&policy, req.into_parts().0, rejection)),
             };
             publish(&guards, &mut *req.extensions_mut());
-            // Kept to answer with when a lost lease drops the handler.
-            let request =
-                (options.on_lease_lost == OnLeaseLost::Abort).then(|| req.request().clone());
             match LockedCall::new(service.call(req), Some(guards), options).await {
                 Ok((response, guards)) => {
                     Ok(response?.map_body(|_, body| LockBody::inner(body, guards)))
                 }
-                Err(rejection) => match request {
-                    Some(request) => Ok(reject(&policy, request, rejection)),
-                    None => unreachable!("only the abort policy rejects a running handler"),
-                },
+                // The handler was dropped for a lost lease (the abort policy). The request went
+                // to the service (the router needs it alone), so the answer goes out as an error
+                // that renders as the rejection.
+                Err(rejection) => Err(abort(&policy, rejection).into()),
             }
         })
     }
+}
+
+/// The answer to a request whose handler a lost lease dropped, as an actix-web error.
+fn abort(policy: &MiddlewarePolicy, rejection: Rejection) -> actix_web::Error {
+    let response = policy.respond(rejection, false, rejection_response);
+    InternalError::from_response("the lock's lease was lost", response).into()
 }
 
 fn reject<B>(
