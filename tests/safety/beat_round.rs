@@ -11,13 +11,13 @@ use tower_lock::{LockManager, LockOptions};
 use super::support::proxy::Proxy;
 use super::support::{eventually, redis_cmd, RedisServer};
 
-/// The fair eviction of every manager: a beat round every 300 ms.
-const EVICTION: Duration = Duration::from_millis(900);
-/// Added by the proxy each way: a round trip of the slow manager takes 600 ms (2/3 of the
-/// eviction), so a heartbeat sent after a claim extension lands 1.2 s after the one before it
-/// (1/3 of the eviction late), and one sent beside it 600 ms after (1/3 early).
-const DELAY: Duration = Duration::from_millis(300);
-/// How long the waiter is watched: more than six evictions, five serial rounds with claims.
+/// The fair eviction of every manager: a beat round every 400 ms.
+const EVICTION: Duration = Duration::from_millis(1200);
+/// Added by the proxy each way: a round trip of the slow manager takes 800 ms (2/3 of the
+/// eviction), so a heartbeat sent after a claim extension lands 1.6 s after the one before it
+/// (1/3 of the eviction late), and one sent on its own 800 ms after (1/3 early).
+const DELAY: Duration = Duration::from_millis(400);
+/// How long the waiter is watched: five evictions, several rounds with claims.
 const WINDOW: Duration = Duration::from_secs(6);
 /// How long the slow manager holds each fresh grant: longer than a beat round, so that the round
 /// after the grant finds its claim to extend.
@@ -73,14 +73,14 @@ async fn churn(
     }
 }
 
-/// Manager `slow` reaches Redis through a proxy that adds 300 ms each way. Its request waits for
+/// Manager `slow` reaches Redis through a proxy that adds 400 ms each way. Its request waits for
 /// the fair lock `k`, held by another manager; a request of a third manager waits behind it. All
 /// the while `slow` is granted other fair locks, so that its watchdog's beat rounds have claims to
 /// extend. For six seconds the waiter must stay at the head of the queue with its heartbeat key
 /// alive; the holder lets go at the end, or as soon as the waiter could be evicted (its
 /// heartbeat key gone): the lock must go to the waiter first, then to the later one. (When a round
 /// awaited the claim extensions before it sent the heartbeats, each round with claims landed its
-/// heartbeat 1.2 s after the last one: the key ran out every such round, and the release passed
+/// heartbeat 1.6 s after the last one: the key ran out every such round, and the release passed
 /// the live waiter over. Sent side by side in one round, the heartbeats still waited for the
 /// round's end, and claims of two leases took two round trips: the same.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
