@@ -21,8 +21,8 @@ mod wait;
 pub use resp::{redis_cmd, redis_cmd_bytes, Reply};
 pub use spawn::free_port;
 use spawn::{
-    lock, new_temp_dir, read_from, spawn_on_port_retrying, spawn_server, SpawnError,
-    HANDED_OUT_PORTS, START_ATTEMPTS,
+    lock, new_temp_dir, read_from, spawn_on_port_retrying, spawn_on_port_retrying_with,
+    spawn_server, SpawnError, HANDED_OUT_PORTS, START_ATTEMPTS,
 };
 pub use wait::{eventually, wait_until, GENEROUS};
 
@@ -178,6 +178,19 @@ impl RedisServer {
         match spawn_on_port_retrying(self.port, &self.dir) {
             Ok(child) => *lock(&self.child) = Some(child),
             Err(msg) => panic!("support: restart failed: {msg}"),
+        }
+    }
+
+    /// Kills the server (SIGKILL, if it still runs) and starts it again on the SAME port and
+    /// directory with `extra` arguments after the usual ones (which they override, e.g.
+    /// `["--appendonly", "yes"]`), keeping the directory's files: a `dump.rdb` or an
+    /// `appendonlydir` left there is loaded, as after a machine's crash. Waits until it answers
+    /// `PING`.
+    pub fn restart_from_files(&mut self, extra: &[&str]) {
+        self.kill();
+        match spawn_on_port_retrying_with(self.port, &self.dir, extra) {
+            Ok(child) => *lock(&self.child) = Some(child),
+            Err(msg) => panic!("support: restart from files failed: {msg}"),
         }
     }
 

@@ -99,6 +99,16 @@ fn probe(port: u16, pid: u32) -> bool {
 /// Spawns `redis-server` on `port` with its files in `dir`, and waits until it
 /// answers PING (or fails).
 pub(super) fn spawn_server(port: u16, dir: &Path) -> Result<Child, SpawnError> {
+    spawn_server_with(port, dir, &[])
+}
+
+/// Like [`spawn_server`], with `extra` arguments after the usual ones (a later
+/// argument overrides an earlier one, e.g. `--appendonly yes`).
+pub(super) fn spawn_server_with(
+    port: u16,
+    dir: &Path,
+    extra: &[&str],
+) -> Result<Child, SpawnError> {
     fs::create_dir_all(dir).map_err(|e| {
         SpawnError::Failed(format!("cannot create temp dir {}: {e}", dir.display()))
     })?;
@@ -124,6 +134,7 @@ pub(super) fn spawn_server(port: u16, dir: &Path) -> Result<Child, SpawnError> {
         .arg(&log_path)
         .args(["--daemonize", "no"])
         .args(["--protected-mode", "no"])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::from(stderr_file))
@@ -185,9 +196,18 @@ pub(super) fn spawn_server(port: u16, dir: &Path) -> Result<Child, SpawnError> {
 
 /// Spawns on a fixed port, retrying for a few seconds while the port is busy.
 pub(super) fn spawn_on_port_retrying(port: u16, dir: &Path) -> Result<Child, String> {
+    spawn_on_port_retrying_with(port, dir, &[])
+}
+
+/// Like [`spawn_on_port_retrying`], with `extra` arguments (see [`spawn_server_with`]).
+pub(super) fn spawn_on_port_retrying_with(
+    port: u16,
+    dir: &Path,
+    extra: &[&str],
+) -> Result<Child, String> {
     let deadline = Instant::now() + PORT_BUSY_RETRY;
     loop {
-        match spawn_server(port, dir) {
+        match spawn_server_with(port, dir, extra) {
             Ok(child) => return Ok(child),
             Err(SpawnError::PortBusy(msg)) => {
                 if Instant::now() >= deadline {

@@ -1,0 +1,276 @@
+//! The fault schedule: one fault at a time, a random one of [`Kind::ALL`] on a random server or
+//! client, with random gaps, from a seeded generator, until shortly before the deadline.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use crate::support::proxy::Proxy;
+use crate::support::{wait_until, RedisServer};
+use crate::{now_ns, Rng, LEASE};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    /// `CLIENT KILL TYPE normal`: every command connection.
+    KillCommands,
+    /// `CLIENT KILL TYPE pubsub`: every inbox.
+    KillPubsub,
+    /// SIGKILL and a restart with no data.
+    RestartEmpty,
+    /// `SAVE`, SIGKILL, and a restart from the snapshot.
+    RestartRdb,
+    /// An `everysec` AOF, SIGKILL, the AOF cut back to its size a second before (what a machine
+    /// crash leaves of it), and a restart from it.
+    RestartAof,
+    /// SIGSTOP Redis for up to 1.5 leases.
+    PauseRedis,
+    /// SIGSTOP a client process for longer than its lease.
+    PauseClient,
+    /// A client's proxies forward nothing for about a lease (connections kept open).
+    Partition,
+    /// A client's proxies close every connection.
+    Cut,
+    /// A client's proxies delay every byte.
+    Delay,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 10] = [
+        Kind::KillCommands,
+        Kind::KillPubsub,
+        Kind::RestartEmpty,
+        Kind::RestartRdb,
+        Kind::RestartAof,
+        Kind::PauseRedis,
+        Kind::PauseClient,
+        Kind::Partition,
+        Kind::Cut,
+        Kind::Delay,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::KillCommands => "kill-commands",
+            Kind::KillPubsub => "kill-pubsub",
+            Kind::RestartEmpty => "restart-empty",
+            Kind::RestartRdb => "restart-rdb",
+            Kind::RestartAof => "restart-cut-aof",
+            Kind::PauseRedis => "pause-redis",
+            Kind::PauseClient => "pause-client",
+            Kind::Partition => "partition",
+            Kind::Cut => "cut",
+            Kind::Delay => "delay",
+        }
+    }
+
+    /// A restart that may forget locks: the README promises no exclusion across it (that needs
+    /// `appendfsync always`, or a restart delayed by a lease), only fencing and the lost signal.
+    pub fn forgets_locks(self) -> bool {
+        matches!(
+            self,
+            Kind::RestartEmpty | Kind::RestartRdb | Kind::RestartAof
+        )
+    }
+
+    fn on_client(self) -> bool {
+        matches!(
+            self,
+            Kind::PauseClient | Kind::Partition | Kind::Cut | Kind::Delay
+        )
+    }
+}
+
+/// One fault as it happened: on server or client `target`, from `start` to `end` (ns, wall clock;
+/// `end` is when the server answers again, the client runs again, the proxy forwards again).
+#[derive(Debug, Clone)]
+pub struct Fault {
+    pub kind: Kind,
+    pub target: usize,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// Runs faults until `until` (wall-clock ns) is near; returns them.
+pub fn run(
+    servers: &mut [RedisServer],
+    proxies: &[Vec<Proxy>],
+    clients: &[u32],
+    seed: u64,
+    until: u64,
+) -> Vec<Fault> {
+    let mut rng = Rng::new(seed);
+    let began = now_ns();
+    let mut done = Vec::new();
+    loop {
+        sleep(rng.between(Duration::from_millis(300), Duration::from_millis(1500)));
+        // the longest fault takes about 4 s: leave the clients some calm before the deadline
+        if now_ns() + 5_000_000_000 > until {
+            break;
+        }
+        let kind = Kind::ALL[rng.below(Kind::ALL.len())];
+        let target = rng.below(if kind.on_client() {
+            clients.len()
+        } else {
+            servers.len()
+        });
+        let start = now_ns();
+        let detail = inject(kind, target, servers, proxies, clients, &mut rng);
+        let end = now_ns();
+        println!(
+            "  {:>5.1}s {:<15} {} {target} ({:.1} s{detail})",
+            (start - began) as f64 / 1e9,
+            kind.name(),
+            if kind.on_client() { "client" } else { "server" },
+            (end - start) as f64 / 1e9,
+        );
+        done.push(Fault {
+            kind,
+            target,
+            start,
+            end,
+        });
+    }
+    done
+}
+
+fn inject(
+    kind: Kind,
+    target: usize,
+    servers: &mut [RedisServer],
+    proxies: &[Vec<Proxy>],
+    clients: &[u32],
+    rng: &mut Rng,
+) -> String {
+    match kind {
+        Kind::KillCommands => drop(servers[target].try_cmd(&["CLIENT", "KILL", "TYPE", "normal"])),
+        Kind::KillPubsub => drop(servers[target].try_cmd(&["CLIENT", "KILL", "TYPE", "pubsub"])),
+        Kind::RestartEmpty => {
+            let server = &mut servers[target];
+            forget_files(server.dir());
+            server.restart();
+        }
+        Kind::RestartRdb => {
+            let server = &mut servers[target];
+            let saved = server.cmd(&["SAVE"]);
+            assert!(saved.is_ok(), "SAVE: {saved:?}");
+            server.restart_from_files(&[]);
+            forget_files(server.dir());
+        }
+        Kind::RestartAof => return restart_from_cut_aof(&mut servers[target], rng),
+        Kind::PauseRedis => {
+            servers[target].stop_process();
+            sleep(rng.between(Duration::from_millis(300), LEASE * 3 / 2));
+            servers[target].continue_process();
+        }
+        Kind::PauseClient => {
+            signal(clients[target], "STOP");
+            sleep(LEASE + rng.between(Duration::from_millis(200), Duration::from_millis(1500)));
+            signal(clients[target], "CONT");
+        }
+        Kind::Partition => {
+            proxies[target].iter().for_each(Proxy::blackhole);
+            sleep(rng.between(LEASE * 3 / 4, LEASE * 3 / 2));
+            proxies[target].iter().for_each(Proxy::heal);
+        }
+        Kind::Cut => proxies[target].iter().for_each(Proxy::cut),
+        Kind::Delay => {
+            let delay = rng.between(Duration::from_millis(20), Duration::from_millis(150));
+            proxies[target].iter().for_each(|p| p.set_delay(delay));
+            sleep(rng.between(Duration::from_secs(1), Duration::from_secs(3)));
+            proxies[target].iter().for_each(Proxy::heal);
+        }
+    }
+    String::new()
+}
+
+fn signal(pid: u32, sig: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{sig} {pid}: {status}");
+}
+
+/// Removes the snapshot and the AOF from a server's directory, so a restart starts empty.
+fn forget_files(dir: &Path) {
+    let _ = fs::remove_file(dir.join("dump.rdb"));
+    let _ = fs::remove_dir_all(dir.join("appendonlydir"));
+}
+
+/// The AOF file that takes the writes now (the highest-numbered `*.incr.aof`).
+fn incr_aof(dir: &Path) -> Option<PathBuf> {
+    let files = fs::read_dir(dir.join("appendonlydir")).ok()?;
+    files
+        .filter_map(|f| f.ok().map(|f| f.path()))
+        .filter_map(|p| {
+            let name = p
+                .file_name()?
+                .to_str()?
+                .strip_suffix(".incr.aof")?
+                .to_owned();
+            let seq: u64 = name.rsplit('.').next()?.parse().ok()?;
+            Some((seq, p))
+        })
+        .max_by_key(|(seq, _)| *seq)
+        .map(|(_, p)| p)
+}
+
+/// Turns on an `everysec` AOF, lets it take writes for a while (sampling its size), kills the
+/// server, cuts the AOF back to its size a second before the kill, and restarts from it. Says how
+/// much it cut.
+fn restart_from_cut_aof(server: &mut RedisServer, rng: &mut Rng) -> String {
+    assert!(server
+        .cmd(&["CONFIG", "SET", "appendfsync", "everysec"])
+        .is_ok());
+    assert!(server.cmd(&["CONFIG", "SET", "appendonly", "yes"]).is_ok());
+    let rewritten = wait_until(Duration::from_secs(10), || {
+        let info = server.info("persistence");
+        [
+            "aof_enabled:1",
+            "aof_rewrite_in_progress:0",
+            "aof_rewrite_scheduled:0",
+        ]
+        .iter()
+        .all(|field| info.contains(field))
+    });
+    assert!(rewritten, "the AOF was not written");
+    let mut sizes = Vec::new();
+    let sampling =
+        Instant::now() + rng.between(Duration::from_millis(1500), Duration::from_secs(3));
+    while Instant::now() < sampling {
+        if let Some(file) = incr_aof(server.dir()) {
+            let size = fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+            sizes.push((Instant::now(), file, size));
+        }
+        sleep(Duration::from_millis(50));
+    }
+    server.kill();
+    let second_ago = Instant::now() - Duration::from_secs(1);
+    let mut cut = String::from(", nothing to cut");
+    if let Some((_, file, size)) = sizes.iter().rev().find(|(at, ..)| *at <= second_ago) {
+        let aof = fs::OpenOptions::new()
+            .write(true)
+            .open(file)
+            .expect("open the AOF");
+        let had = aof.metadata().expect("AOF size").len();
+        aof.set_len((*size).min(had)).expect("cut the AOF");
+        cut = format!(", AOF cut from {had} to {size} bytes");
+    }
+    server.restart_from_files(&["--appendonly", "yes", "--appendfsync", "everysec"]);
+    assert!(server.cmd(&["CONFIG", "SET", "appendonly", "no"]).is_ok());
+    cut
+}
+
+/// `kind ×n` for each kind that happened.
+pub fn summary(faults: &[Fault]) -> String {
+    let counts: Vec<String> = Kind::ALL
+        .iter()
+        .map(|k| (k, faults.iter().filter(|f| f.kind == *k).count()))
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{} ×{n}", k.name()))
+        .collect();
+    format!("{} ({})", faults.len(), counts.join(", "))
+}
