@@ -30,6 +30,9 @@ pub enum Kind {
     PauseClient,
     /// A client's proxies forward nothing for about a lease (connections kept open).
     Partition,
+    /// One of a client's proxies forwards nothing for about a lease: on a quorum, the client is
+    /// cut off from one master while it still reaches the others.
+    PartitionOne,
     /// A client's proxies close every connection.
     Cut,
     /// A client's proxies delay every byte.
@@ -37,7 +40,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::KillCommands,
         Kind::KillPubsub,
         Kind::RestartEmpty,
@@ -46,6 +49,7 @@ impl Kind {
         Kind::PauseRedis,
         Kind::PauseClient,
         Kind::Partition,
+        Kind::PartitionOne,
         Kind::Cut,
         Kind::Delay,
     ];
@@ -60,6 +64,7 @@ impl Kind {
             Kind::PauseRedis => "pause-redis",
             Kind::PauseClient => "pause-client",
             Kind::Partition => "partition",
+            Kind::PartitionOne => "partition-one",
             Kind::Cut => "cut",
             Kind::Delay => "delay",
         }
@@ -77,7 +82,7 @@ impl Kind {
     fn on_client(self) -> bool {
         matches!(
             self,
-            Kind::PauseClient | Kind::Partition | Kind::Cut | Kind::Delay
+            Kind::PauseClient | Kind::Partition | Kind::PartitionOne | Kind::Cut | Kind::Delay
         )
     }
 }
@@ -173,6 +178,12 @@ fn inject(
             proxies[target].iter().for_each(Proxy::blackhole);
             sleep(rng.between(LEASE * 3 / 4, LEASE * 3 / 2));
             proxies[target].iter().for_each(Proxy::heal);
+        }
+        Kind::PartitionOne => {
+            let proxy = &proxies[target][rng.below(proxies[target].len())];
+            proxy.blackhole();
+            sleep(rng.between(LEASE * 3 / 4, LEASE * 3 / 2));
+            proxy.heal();
         }
         Kind::Cut => proxies[target].iter().for_each(Proxy::cut),
         Kind::Delay => {
