@@ -57,16 +57,30 @@ pub struct ClientLog {
     pub acquires: Vec<Acquire>,
     /// `(tasks finished, tasks)` from the last line; `None` if the client never wrote it.
     pub done: Option<(usize, usize)>,
+    /// The client's index (its log is `client-<index>-<process>.log`).
+    pub client: usize,
+    /// The process was killed by the fault schedule (and replaced): it reports nothing.
+    pub killed: bool,
 }
 
 impl ClientLog {
     pub fn read(path: &Path) -> ClientLog {
         let client: usize = path
             .file_stem()
-            .and_then(|s| s.to_str()?.strip_prefix("client-")?.parse().ok())
-            .expect("client-N.log");
+            .and_then(|s| {
+                s.to_str()?
+                    .strip_prefix("client-")?
+                    .split('-')
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .expect("client-N-M.log");
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        let mut log = ClientLog::default();
+        let mut log = ClientLog {
+            client,
+            ..ClientLog::default()
+        };
         for line in text.lines() {
             let f: Vec<&str> = line.split(' ').collect();
             let n = |i: usize| -> u64 {
@@ -131,6 +145,7 @@ pub fn check(logs: &[ClientLog], faults: &[Fault]) -> Report {
     let mut r = Report::default();
     for (client, log) in logs.iter().enumerate() {
         match log.done {
+            None if log.killed => {}
             None => r
                 .problems
                 .push(format!("client {client} did not report its tasks")),

@@ -28,6 +28,8 @@ pub enum Kind {
     PauseRedis,
     /// SIGSTOP a client process for longer than its lease.
     PauseClient,
+    /// SIGKILL a client process (a machine that dies) and start a new one in its place.
+    KillClient,
     /// A client's proxies forward nothing for about a lease (connections kept open).
     Partition,
     /// One of a client's proxies forwards nothing for about a lease: on a quorum, the client is
@@ -40,7 +42,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::KillCommands,
         Kind::KillPubsub,
         Kind::RestartEmpty,
@@ -48,6 +50,7 @@ impl Kind {
         Kind::RestartAof,
         Kind::PauseRedis,
         Kind::PauseClient,
+        Kind::KillClient,
         Kind::Partition,
         Kind::PartitionOne,
         Kind::Cut,
@@ -63,6 +66,7 @@ impl Kind {
             Kind::RestartAof => "restart-cut-aof",
             Kind::PauseRedis => "pause-redis",
             Kind::PauseClient => "pause-client",
+            Kind::KillClient => "kill-client",
             Kind::Partition => "partition",
             Kind::PartitionOne => "partition-one",
             Kind::Cut => "cut",
@@ -82,7 +86,12 @@ impl Kind {
     fn on_client(self) -> bool {
         matches!(
             self,
-            Kind::PauseClient | Kind::Partition | Kind::PartitionOne | Kind::Cut | Kind::Delay
+            Kind::PauseClient
+                | Kind::KillClient
+                | Kind::Partition
+                | Kind::PartitionOne
+                | Kind::Cut
+                | Kind::Delay
         )
     }
 }
@@ -97,11 +106,18 @@ pub struct Fault {
     pub end: u64,
 }
 
+/// The client processes: their pids, and how to start a new one in place of client `i` (after a
+/// kill), which returns its pid.
+pub struct Clients<'a> {
+    pub pids: Vec<u32>,
+    pub respawn: &'a mut dyn FnMut(usize) -> u32,
+}
+
 /// Runs faults until `until` (wall-clock ns) is near; returns them.
 pub fn run(
     servers: &mut [RedisServer],
     proxies: &[Vec<Proxy>],
-    clients: &[u32],
+    clients: &mut Clients,
     seed: u64,
     until: u64,
 ) -> Vec<Fault> {
@@ -116,7 +132,7 @@ pub fn run(
         }
         let kind = Kind::ALL[rng.below(Kind::ALL.len())];
         let target = rng.below(if kind.on_client() {
-            clients.len()
+            clients.pids.len()
         } else {
             servers.len()
         });
@@ -145,7 +161,7 @@ fn inject(
     target: usize,
     servers: &mut [RedisServer],
     proxies: &[Vec<Proxy>],
-    clients: &[u32],
+    clients: &mut Clients,
     rng: &mut Rng,
 ) -> String {
     match kind {
@@ -170,9 +186,13 @@ fn inject(
             servers[target].continue_process();
         }
         Kind::PauseClient => {
-            signal(clients[target], "STOP");
+            signal(clients.pids[target], "STOP");
             sleep(LEASE + rng.between(Duration::from_millis(200), Duration::from_millis(1500)));
-            signal(clients[target], "CONT");
+            signal(clients.pids[target], "CONT");
+        }
+        Kind::KillClient => {
+            signal(clients.pids[target], "KILL");
+            clients.pids[target] = (clients.respawn)(target);
         }
         Kind::Partition => {
             proxies[target].iter().for_each(Proxy::blackhole);
