@@ -1,5 +1,5 @@
 //! A manager on a bb8 pool the user built (`LockManagerBuilder::redis_pool`): its connections have
-//! not loaded our scripts, and its commands go straight to them, without our outbox.
+//! not loaded our scripts, and its commands go straight to them, without our command batcher.
 
 use std::time::Duration;
 
