@@ -82,7 +82,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // "/accounts/42/deposit/10" locks "accounts/42"; reads take no lock. Built once and cloned into
     // each worker, so that the waiter limit counts every worker's waiters together.
     let locks = LockMiddleware::new(
-        manager,
+        manager.clone(),
         key::pattern("/accounts/{id}").skip_methods(["GET", "HEAD"]),
     )
     .options(LockOptions::exclusive().wait_timeout(Duration::from_secs(10)))
@@ -107,7 +107,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr = server.addrs()[0];
     if serve_only {
         println!("listening on http://{addr}");
-        server.run().await?; // Ctrl-C stops it
+        server.run().await?; // Ctrl-C stops it, once the requests in flight are done
+                             // free what this replica still holds for the others at once
+        manager.shutdown().await?;
         return Ok(());
     }
     let server = server.disable_signals().run();
@@ -135,5 +137,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let balance = String::from_utf8_lossy(&body.to_bytes()).into_owned();
     println!("{ok} of 100 concurrent deposits of 10 succeeded; balance of account 1: {balance}");
     handle.stop(true).await;
+    manager.shutdown().await?;
     Ok(())
 }

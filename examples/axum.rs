@@ -102,7 +102,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     let addr = listener.local_addr()?;
-    let server = axum::serve(listener, app(manager, store));
+    let server = axum::serve(listener, app(manager.clone(), store));
     if serve_only {
         println!("listening on http://{addr}");
         server
@@ -110,6 +110,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let _ = tokio::signal::ctrl_c().await;
             })
             .await?;
+        // the requests have drained: free what this replica still holds for the others at once
+        manager.shutdown().await?;
         return Ok(());
     }
     tokio::spawn(async move { server.await });
@@ -134,5 +136,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let body = client.request(req).await?.into_body().collect().await?;
     let balance = String::from_utf8_lossy(&body.to_bytes()).into_owned();
     println!("{ok} of 100 concurrent deposits of 10 succeeded; balance of account 1: {balance}");
+    manager.shutdown().await?;
     Ok(())
 }

@@ -149,18 +149,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     // the account named in the metadata is the lock: "x-account: 1" locks "account:1"
     let locks = LockLayer::new(
-        manager,
+        manager.clone(),
         key::header("x-account").required().prefix("account:"),
     )
     .wait_timeout(Duration::from_secs(10));
 
     let incoming = TcpIncoming::bind("127.0.0.1:0".parse()?)?;
     let addr = incoming.local_addr()?;
-    tokio::spawn(
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(
         Server::builder()
             .layer(locks)
             .add_service(Bank::default())
-            .serve_with_incoming(incoming),
+            .serve_with_incoming_shutdown(incoming, async {
+                let _ = stopped.await;
+            }),
     );
 
     let channel = Endpoint::from_shared(format!("http://{addr}"))?
@@ -184,5 +187,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "50 concurrent deposits of 10: balance {} (last fencing token {})",
         last.balance, last.fencing_token
     );
+    // a graceful stop lets the calls in flight finish; then free what this replica still holds
+    let _ = stop.send(());
+    server.await??;
+    manager.shutdown().await?;
     Ok(())
 }

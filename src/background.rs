@@ -8,6 +8,7 @@ use std::task::{Context, Poll};
 
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 
 /// One piece of work to finish in the background.
 pub(crate) type Work = BoxFuture<'static, ()>;
@@ -44,6 +45,18 @@ impl BackgroundQueue {
     /// The next piece of work; `None` once every [`Background`] handle is gone.
     pub(crate) async fn next(&mut self) -> Option<Work> {
         self.rx.recv().await
+    }
+
+    /// Run the work in `running` and what arrives meanwhile, until there is none.
+    pub(crate) async fn finish_all(&mut self, mut running: JoinSet<()>) {
+        loop {
+            while let Ok(work) = self.rx.try_recv() {
+                running.spawn(work);
+            }
+            if running.join_next().await.is_none() {
+                return;
+            }
+        }
     }
 }
 

@@ -56,13 +56,18 @@ pub enum LockError {
     /// The manager could not be built (bad URL, bad namespace, ...).
     #[error("invalid lock manager configuration: {0}")]
     Config(String),
+    /// The manager was shut down ([`LockManager::shutdown`](crate::LockManager::shutdown)): it
+    /// takes no lock any more. A process that is stopping refuses new work instead of taking locks
+    /// it could not release.
+    #[error("the lock manager is shut down")]
+    Closed,
 }
 
 impl LockError {
     /// The lock name this error concerns, if any.
     pub fn key(&self) -> Option<&str> {
         match self {
-            LockError::InvalidKey(_) | LockError::Config(_) => None,
+            LockError::InvalidKey(_) | LockError::Config(_) | LockError::Closed => None,
             LockError::Unavailable { key, .. } if key.is_empty() => None,
             LockError::Timeout { key, .. }
             | LockError::Unavailable { key, .. }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::guard::{LockGuard, LockInfo};
+use super::live::Hold;
 use super::ticket::WaitTicket;
 use super::{Releaser, Shared};
 use crate::backend::{AcquireRequest, Attempt};
@@ -21,6 +22,10 @@ use crate::waiters::LockId;
 /// Retry after this long when the backend could not say how long the holder keeps the lock.
 const UNKNOWN_TTL_RETRY: Duration = Duration::from_millis(50);
 
+/// An attempt unanswered for this long means a slow or unreachable backend, not a busy lock: a
+/// live Redis answers in a millisecond or so (this is also the quorum's default node timeout).
+const SLOW_ANSWER: Duration = Duration::from_millis(250);
+
 impl Shared {
     /// Acquire `key` for `owner`; with `wait` false, one attempt only (`Ok(None)` when busy).
     pub(crate) async fn acquire(
@@ -31,12 +36,18 @@ impl Shared {
         wait: bool,
     ) -> Result<Option<LockGuard>, LockError> {
         let lock_key = LockKey::new(key)?;
+        let Some(_running) = self.closing.enter() else {
+            return Err(LockError::Closed);
+        };
         self.start();
         let mut acquisition = Acquisition::new(self, key, &lock_key, opts, owner);
         if wait {
             acquisition.join_waiters().await?;
         }
         loop {
+            if self.closing.is_closed() {
+                return Err(acquisition.leaving(LockError::Closed));
+            }
             acquisition.drop_stale_grant();
             if let Some(guard) = acquisition.take_grant() {
                 return Ok(Some(guard));
@@ -154,12 +165,39 @@ impl<'a> Acquisition<'a> {
     /// One attempt, bounded by the backend's attempt timeout and the wait deadline.
     async fn attempt(&self) -> Result<Attempt, LockError> {
         let call = within(self.shared.backend.attempt_timeout(), self.call());
+        let sent = Instant::now();
         let attempt = match self.deadline {
             Some(deadline) => (tokio::time::timeout_at(deadline.into(), call).await)
-                .map_err(|_| self.timeout())?,
+                .map_err(|_| self.unanswered_at_deadline(sent))?,
             None => call.await,
         };
-        attempt.map_err(|err| self.leaving(LockError::unavailable(self.key, err)))
+        match attempt {
+            Ok(attempt) => {
+                self.shared.outage.answered();
+                Ok(attempt)
+            }
+            Err(err) => {
+                let err = LockError::unavailable(self.key, err);
+                self.shared.outage.failed(&err);
+                Err(self.leaving(err))
+            }
+        }
+    }
+
+    /// The wait ended while the attempt sent at `sent` was unanswered. `Timeout` says the lock
+    /// stayed busy, which only the backend can tell: when no attempt was answered, or this one was
+    /// out for longer than a live server takes, the backend is the problem (`Unavailable`).
+    fn unanswered_at_deadline(&self, sent: Instant) -> LockError {
+        let out = sent.elapsed();
+        if self.busy_attempts > 0 && out < SLOW_ANSWER {
+            return self.timeout();
+        }
+        let cause = format!(
+            "no answer from the lock backend within the wait ({out:?} for the last attempt)"
+        );
+        let err = LockError::unavailable(self.key, cause);
+        self.shared.outage.failed(&err);
+        self.leaving(err)
     }
 
     /// The attempt's backend call, finished in the background (and released if it won) should
@@ -252,15 +290,20 @@ impl<'a> Acquisition<'a> {
         } else {
             Arc::new(LostSignal::new(Some(valid_until)))
         };
-        let info = LockInfo::new(Arc::from(self.key), token, lost.clone());
-        let held = Releaser {
-            shared: self.shared.clone(),
+        let key: Arc<str> = Arc::from(self.key);
+        let info = LockInfo::new(key.clone(), token, lost.clone());
+        let number = self.shared.live.insert(Hold {
+            key,
             id: self.id.clone(),
             owner: self.owner.clone(),
             token,
             watched: self.watched,
             lost: lost.clone(),
             mode: self.mode,
+        });
+        let held = Releaser {
+            shared: self.shared.clone(),
+            number,
         };
         (LockGuard::new(info, held), lost)
     }

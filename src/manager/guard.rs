@@ -3,14 +3,13 @@
 
 use std::sync::Arc;
 
+use super::live::Hold;
 use super::Shared;
 use crate::backend::{Backend, LockParty, Released};
 use crate::background::MustComplete;
-use crate::error::LockError;
-use crate::ids::OwnerId;
+use crate::error::{BoxError, LockError};
 use crate::lease::LostSignal;
 use crate::options::Mode;
-use crate::waiters::LockId;
 
 /// What a handler may know about the lock it runs under: its key, its fencing token, and whether its
 /// lease is still held. Cheap to clone; the layer puts one in the request's extensions.
@@ -129,70 +128,76 @@ impl Drop for LockGuard {
     }
 }
 
-/// The release half of a guard: one hold of a lock by one owner, and how to release it.
+/// The release half of a guard: its hold's number among the manager's live holds.
 #[derive(Debug)]
 pub(crate) struct Releaser {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) id: LockId,
-    pub(crate) owner: OwnerId,
-    /// The hold's fencing token: the release of a lost hold reaches only the holds made under it
-    /// (not a later acquisition of the same owner, after this one's lease was lost).
-    pub(crate) token: u64,
-    /// Kept by the watchdog (else a fixed lease).
-    pub(crate) watched: bool,
-    /// The guard's lost signal: which watchdog lease it counts on.
-    pub(crate) lost: Arc<LostSignal>,
-    pub(crate) mode: Mode,
+    pub(crate) number: u64,
 }
 
 impl Releaser {
-    fn stop_renewing(&self) {
-        if self.watched {
-            self.shared.leases.unhold(&self.id, &self.owner, &self.lost);
-        }
-        if self.mode == Mode::Fair {
-            let lock = LockParty {
-                id: self.id.clone(),
-                owner: self.owner.as_arc().clone(),
-            };
-            self.shared.claims.remove(&lock, &self.lost);
-        }
-    }
-
     /// Release now and report how it went. If the caller stops waiting, the release still completes
-    /// in the background.
+    /// in the background. A hold the shutdown released already is `NotHeld`.
     pub(crate) async fn release(self, key: &str, lost: bool) -> Result<(), LockError> {
-        self.stop_renewing();
+        let not_held = || LockError::NotHeld {
+            key: key.to_owned(),
+        };
+        let hold = self.shared.live.take(self.number).ok_or_else(not_held)?;
+        self.shared.stop_renewing(&hold);
         let backend = self.shared.backend.clone();
-        let (id, owner, mode, token) = (self.id.clone(), self.owner.clone(), self.mode, self.token);
-        let call = Box::pin(async move { backend.release(&id, &owner, mode, token, lost).await });
-        let outcome = MustComplete::new(call, &self.shared.background).await;
-        match outcome {
+        let call = Box::pin(async move { release(&backend, &hold, lost).await });
+        match MustComplete::new(call, &self.shared.background).await {
             Ok(Released::Freed | Released::StillHeld) => {
                 tracing::debug!(key, "lock released");
                 Ok(())
             }
-            Ok(Released::NotHeld) => Err(LockError::NotHeld {
-                key: key.to_owned(),
-            }),
+            Ok(Released::NotHeld) => Err(not_held()),
             Err(err) => Err(LockError::unavailable(key, err)),
         }
     }
 
     /// Release without waiting (from `Drop`): the watchdog task sends it.
     pub(crate) fn release_in_background(self, lost: bool) {
-        self.stop_renewing();
+        let Some(hold) = self.shared.live.take(self.number) else {
+            return; // the shutdown released it
+        };
+        self.shared.stop_renewing(&hold);
         if let Backend::Memory(memory) = &*self.shared.backend {
             // No I/O: release at once, so the next request sees the lock free.
-            memory.release(&self.id, &self.owner, self.mode, lost.then_some(self.token));
+            let token = lost.then_some(hold.token);
+            memory.release(&hold.id, &hold.owner, hold.mode, token);
             return;
         }
         let backend = self.shared.backend.clone();
-        let (id, owner, mode, token) = (self.id.clone(), self.owner.clone(), self.mode, self.token);
         self.shared.background.finish(async move {
-            if let Err(err) = backend.release(&id, &owner, mode, token, lost).await {
+            if let Err(err) = release(&backend, &hold, lost).await {
                 tracing::warn!(error = %err, "background lock release failed; the lease will run out");
             }
         });
     }
+}
+
+impl Shared {
+    /// The watchdog stops renewing `hold` (its lease, or its fair grant's claim).
+    pub(crate) fn stop_renewing(&self, hold: &Hold) {
+        if hold.watched {
+            self.leases.unhold(&hold.id, &hold.owner, &hold.lost);
+        }
+        if hold.mode == Mode::Fair {
+            let lock = LockParty {
+                id: hold.id.clone(),
+                owner: hold.owner.as_arc().clone(),
+            };
+            self.claims.remove(&lock, &hold.lost);
+        }
+    }
+}
+
+/// Release `hold` in the backend (`lost`: its lease may have run out, so only its token counts).
+pub(crate) async fn release(
+    backend: &Backend,
+    hold: &Hold,
+    lost: bool,
+) -> Result<Released, BoxError> {
+    (backend.release(&hold.id, &hold.owner, hold.mode, hold.token, lost)).await
 }

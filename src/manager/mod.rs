@@ -3,18 +3,29 @@
 
 mod acquire;
 mod builder;
+mod closing;
 mod guard;
+mod live;
+mod outage;
 mod owner;
+mod shutdown;
 mod ticket;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 pub use builder::{LockManagerBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_NODE_TIMEOUT};
 pub(crate) use guard::Releaser;
 pub use guard::{LockGuard, LockInfo};
 pub use owner::LockOwner;
+
+use closing::Closing;
+use live::LiveHolds;
+use outage::Outage;
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::{Backend, InboxStop, Wiring};
@@ -86,8 +97,16 @@ pub(crate) struct Shared {
     /// The watchdog task, until it is spawned on first use (so `memory()` needs no runtime).
     watchdog: Mutex<Option<Watchdog>>,
     started: AtomicBool,
+    /// How the shutdown stops the watchdog.
+    watchdog_stop: Mutex<WatchdogStop>,
     /// Dropping this stops the inbox tasks.
-    _inbox_stop: Option<InboxStop>,
+    inbox_stop: Mutex<Option<InboxStop>>,
+    /// Closed by the shutdown; counts the acquisitions running.
+    closing: Closing,
+    /// The holds of the live guards (the shutdown releases them).
+    live: LiveHolds,
+    /// Whether the backend is known unreachable (for logging an outage once).
+    outage: Outage,
 }
 
 impl Shared {
@@ -101,6 +120,7 @@ impl Shared {
         let leases = Arc::new(Leases::default());
         let queued = Arc::new(Queued::default());
         let claims = Arc::new(Claims::default());
+        let (stop, stopped) = oneshot::channel();
         let watchdog = Watchdog {
             backend: backend.clone(),
             leases: leases.clone(),
@@ -111,6 +131,7 @@ impl Shared {
             eviction: timing.eviction,
             background: queue,
             recheck: wiring.reconnected.clone(),
+            stopped,
         };
         Shared {
             backend,
@@ -125,7 +146,14 @@ impl Shared {
             next_owner: AtomicU64::new(1),
             watchdog: Mutex::new(Some(watchdog)),
             started: AtomicBool::new(false),
-            _inbox_stop: inbox_stop,
+            watchdog_stop: Mutex::new(WatchdogStop {
+                stop: Some(stop),
+                task: None,
+            }),
+            inbox_stop: Mutex::new(inbox_stop),
+            closing: Closing::default(),
+            live: LiveHolds::default(),
+            outage: Outage::default(),
         }
     }
 
@@ -136,10 +164,45 @@ impl Shared {
         }
         let mut slot = self.watchdog.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(watchdog) = slot.take() {
-            tokio::spawn(watchdog.run());
+            let task = tokio::spawn(watchdog.run());
+            lock(&self.watchdog_stop).task = Some(task);
         }
         self.started.store(true, Ordering::Release);
     }
+
+    /// Stop the watchdog once the background work sent so far is done (waiting at most `limit`).
+    /// A watchdog never spawned is dropped.
+    async fn stop_watchdog(&self, limit: Duration) {
+        drop(lock(&self.watchdog).take());
+        let WatchdogStop { stop, task } = std::mem::take(&mut *lock(&self.watchdog_stop));
+        if let Some(stop) = stop {
+            let _ = stop.send(());
+        }
+        let Some(task) = task else {
+            return;
+        };
+        if tokio::time::timeout(limit, task).await.is_err() {
+            tracing::warn!(
+                "shutdown: background work still running after {limit:?}; left to finish"
+            );
+        }
+    }
+
+    fn lock_inbox_stop(&self) -> MutexGuard<'_, Option<InboxStop>> {
+        lock(&self.inbox_stop)
+    }
+}
+
+/// What stops the watchdog once its background work is done, and its task, once spawned.
+#[derive(Debug, Default)]
+struct WatchdogStop {
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+/// Lock `mutex`; every user leaves its data consistent before it could panic.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl LockManager {
@@ -302,6 +365,32 @@ impl LockManager {
             }),
             None => Ok(()),
         }
+    }
+
+    /// Leave cleanly: release every lock still held, leave every queue, finish the background
+    /// releases, and stop the inbox and the watchdog. Call it from the server's graceful-shutdown
+    /// hook: the locks of this process are then free for the other replicas at once, not after a
+    /// lease. Afterwards `acquire` and `try_acquire` fail at once with [`LockError::Closed`], and
+    /// guards still alive are lost (their `release` returns [`LockError::NotHeld`]). Returns the
+    /// first release that failed (that lock frees itself when its lease ends); a second call does
+    /// nothing.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tower_lock::LockError> {
+    /// use tower_lock::{LockError, LockManager, LockOptions};
+    ///
+    /// let manager = LockManager::memory();
+    /// let guard = manager.acquire("account:42", &LockOptions::exclusive()).await?;
+    /// manager.shutdown().await?;
+    /// assert!(guard.is_lost());
+    /// let refused = manager.acquire("account:42", &LockOptions::exclusive()).await;
+    /// assert!(matches!(refused, Err(LockError::Closed)));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn shutdown(&self) -> Result<(), LockError> {
+        self.shared.shutdown().await
     }
 
     /// Leases the watchdog keeps right now.

@@ -215,9 +215,10 @@ impl RequestOptions {
     pub(crate) fn settle(&self, mut rejection: Rejection, grpc: bool) -> Rejection {
         rejection.set_context(self.retry_after, grpc);
         metrics::rejected(rejection.reason());
+        // An outage is logged at WARN by the manager, once: a line per request would flood.
         match rejection.reason() {
-            RejectReason::Unavailable | RejectReason::Failed => {
-                tracing::warn!(%rejection, "request rejected by the lock layer");
+            RejectReason::Failed => {
+                tracing::warn!(%rejection, "request rejected by the lock layer")
             }
             _ => tracing::debug!(%rejection, "request rejected by the lock layer"),
         }

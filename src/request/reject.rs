@@ -120,7 +120,7 @@ impl Rejection {
         let reason = match &error {
             LockError::InvalidKey(_) => RejectReason::InvalidKey,
             LockError::Timeout { .. } => RejectReason::Timeout,
-            LockError::Unavailable { .. } => RejectReason::Unavailable,
+            LockError::Unavailable { .. } | LockError::Closed => RejectReason::Unavailable,
             _ => RejectReason::Failed,
         };
         let key = error.key().map(str::to_owned);

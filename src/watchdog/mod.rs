@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::{join_all, BoxFuture};
-use tokio::sync::Notify;
+use tokio::sync::{oneshot, Notify};
+use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 
 use crate::backend::{Backend, LockParty};
@@ -43,12 +44,16 @@ pub(crate) struct Watchdog {
     /// Told when a connection to Redis came back (the server may have restarted and forgotten
     /// locks): renew every lease now, so that a lease gone with it is known lost at once.
     pub(crate) recheck: Arc<Notify>,
+    /// Fires when the manager shuts down: the watchdog finishes its background work and ends.
+    pub(crate) stopped: oneshot::Receiver<()>,
 }
 
 impl Watchdog {
-    /// Run until every handle of its background queue (the manager, its guards and its backend) is
-    /// gone.
+    /// Run until the manager shuts down (then finish the background work first), or until every
+    /// handle of its background queue (the manager, its guards and its backend) is gone.
     pub(crate) async fn run(mut self) {
+        // the background work in flight, so that a shutdown can wait for it
+        let mut work = JoinSet::new();
         let mut renew_tick = every(self.lease / 3);
         // This tick does nothing but keep the runtime's timer driver due within HEARTBEAT. Tokio
         // wakes its driver thread whenever a timer earlier than its next wake-up is registered; with
@@ -62,10 +67,12 @@ impl Watchdog {
         loop {
             tokio::select! {
                 _ = driver_tick.tick() => {}
-                work = self.background.next() => match work {
-                    Some(work) => { tokio::spawn(work); }
+                next = self.background.next() => match next {
+                    Some(next) => { work.spawn(next); }
                     None => return,
                 },
+                Some(_) = work.join_next(), if !work.is_empty() => {}
+                _ = &mut self.stopped => return self.background.finish_all(work).await,
                 _ = renew_tick.tick(), if renewals.is_idle() => renewals.start(self.renewal_round()),
                 _ = self.recheck.notified() => match renewals.is_idle() {
                     true => renewals.start(self.renewal_round()),

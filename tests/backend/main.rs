@@ -12,5 +12,6 @@ mod fair_liveness;
 mod lease_deadlines;
 mod redis_faults;
 mod reentry;
+mod shutdown;
 mod user_pool;
 mod wakeups;

@@ -355,3 +355,26 @@ async fn fair_locks_are_refused_and_bad_quorums_do_not_build() {
     let err = LockManager::quorum(masters.urls()).await.unwrap_err();
     assert!(err.is_unavailable(), "{err:?}");
 }
+
+/// A quorum manager that shuts down releases its lock on every master: another manager takes it
+/// with one attempt, and every master's inbox of the closed manager is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shut_down_quorum_manager_frees_its_locks_at_once() {
+    let masters = Masters::start(3);
+    let leaving = masters.manager(Duration::from_secs(60)).await;
+    let staying = masters.manager(Duration::from_secs(60)).await;
+    let guard = leaving
+        .acquire("acct", &LockOptions::exclusive())
+        .await
+        .unwrap();
+    leaving.shutdown().await.expect("shutdown");
+    assert!(guard.is_lost());
+    let taken = staying.try_acquire("acct", &LockOptions::exclusive()).await;
+    assert!(taken.unwrap().is_some(), "the lock outlived the shutdown");
+    let refused = leaving.try_acquire("acct", &LockOptions::exclusive()).await;
+    assert!(matches!(refused, Err(LockError::Closed)), "{refused:?}");
+    for server in &masters.servers {
+        let one_inbox_left = || server.pubsub_clients() == 1;
+        assert!(eventually(Duration::from_secs(5), one_inbox_left).await);
+    }
+}
