@@ -157,3 +157,48 @@ async fn killed_redis_answers_503_promptly_never_hangs<S: Stack>() {
     );
     assert_eq!(bank.balance(5) + bank.balance(6), 0, "no handler ran");
 }
+
+/// A frozen Redis behind a layer whose wait timeout (300 ms) is under the command timeout (5 s):
+/// the request is answered within its wait with 503 and `Retry-After`, rejected as unavailable
+/// (the metrics label), not as a timeout, which would read as lock contention.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_redis_is_rejected_as_unavailable_within_the_wait() {
+    use tower::ServiceExt;
+    use tower_lock::{key, LockLayer, RejectReason};
+
+    let server = RedisServer::start();
+    let manager = LockManager::builder()
+        .redis(server.url())
+        .command_timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .expect("redis manager");
+    let reasons = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let layer = LockLayer::new(manager, key::path())
+        .wait_timeout(Duration::from_millis(300))
+        .reject_with({
+            let reasons = reasons.clone();
+            move |rejection| {
+                reasons.lock().unwrap().push(rejection.reason());
+                rejection.default_response()
+            }
+        });
+    let service =
+        tower::ServiceBuilder::new()
+            .layer(layer)
+            .service_fn(|_req: http::Request<String>| async {
+                Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+            });
+    server.stop_process();
+    let started = Instant::now();
+    let req = http::Request::put("/accounts/1")
+        .body(String::new())
+        .unwrap();
+    let response = service.oneshot(req).await.expect("infallible");
+    let took = started.elapsed();
+    server.continue_process();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(response.headers().contains_key("retry-after"));
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert_eq!(*reasons.lock().unwrap(), [RejectReason::Unavailable]);
+}
