@@ -121,7 +121,10 @@ impl LockManagerBuilder {
     }
 
     /// Keep locks in Redis through a pool you built. `url` opens the manager's one pub/sub
-    /// connection. A pool built with `test_on_check_out(false)` saves a PING per command.
+    /// connection. Keep bb8's `test_on_check_out` on (its default): it is what replaces a
+    /// connection that died (bb8-redis cannot tell a broken connection otherwise), at the cost of
+    /// a PING per command. When the pool has to open a connection, the manager opens it itself and
+    /// gives it to the pool, so that a refusal is the call's error at once, with its cause.
     #[cfg(feature = "redis")]
     pub fn redis_pool(mut self, pool: redis::RedisPool, url: impl Into<String>) -> Self {
         self.target = Target::RedisPool(pool, url.into());

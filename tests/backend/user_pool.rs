@@ -98,3 +98,45 @@ async fn an_exhausted_user_pool_fails_within_the_command_timeout() {
     bounded("release", started.elapsed(), &outcome);
     drop(taken);
 }
+
+/// Redis killed under a user's pool (bb8 defaults: a PING on check-out): once the pool's dead
+/// connection is gone, every call fails at once saying the connection was refused, instead of
+/// waiting out the command timeout for "timed out waiting for a Redis connection".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_connection_fails_calls_on_a_user_pool_at_once() {
+    let mut server = RedisServer::start();
+    let manager = bb8_redis::RedisConnectionManager::new(server.url()).expect("connection manager");
+    let pool = bb8::Pool::builder()
+        .max_size(2)
+        .build(manager)
+        .await
+        .expect("pool");
+    let m = LockManager::builder()
+        .redis_pool(pool, server.url())
+        .command_timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .expect("manager on a user's pool");
+    drop(m.acquire("k", &LockOptions::exclusive()).await.unwrap());
+    server.kill();
+    // the first call may still find the dead connection idle in the pool
+    let _ = m.try_acquire("k", &LockOptions::exclusive()).await;
+    for call in 0..3 {
+        let started = std::time::Instant::now();
+        let err = m
+            .try_acquire("k", &LockOptions::exclusive())
+            .await
+            .unwrap_err();
+        let took = started.elapsed();
+        assert!(err.is_unavailable(), "call {call}: {err:?}");
+        let cause = err.to_string().to_lowercase();
+        assert!(
+            cause.contains("refused"),
+            "call {call} hides the cause: {err}"
+        );
+        assert!(
+            took < Duration::from_secs(1),
+            "call {call} took {took:?}: {err}"
+        );
+    }
+}

@@ -170,10 +170,7 @@ impl CommandPool {
     pub(crate) async fn conn(&self, hint: u64) -> Result<(Channel, BrokenFlag), BoxError> {
         let connector = match &self.source {
             Source::Own(connector) => connector,
-            Source::User(pool) => {
-                let pooled = pool.get().await.map_err(run_error)?;
-                return Ok((Channel::Direct(pooled.clone()), BrokenFlag(None)));
-            }
+            Source::User(pool) => return user_conn(pool).await,
         };
         let index = (hint % self.slots.len() as u64) as usize;
         let slot = &self.slots[index];
@@ -214,6 +211,22 @@ fn in_use(slot: &Slot) -> Option<(Channel, BrokenFlag)> {
         Channel::Batched(conn.batcher.clone()),
         BrokenFlag(Some(conn.broken.clone())),
     ))
+}
+
+/// A connection from the user's pool. bb8 opens connections in a task of its own and gives a
+/// failure to its error sink, not to the caller, who would wait out the pool's whole connection
+/// timeout and learn nothing. So when the pool has no idle connection and room for one more, the
+/// call opens it (the pool's `dedicated_connection`: a refusal is this call's error, at once) and
+/// hands it to the pool.
+async fn user_conn(pool: &RedisPool) -> Result<(Channel, BrokenFlag), BoxError> {
+    let state = pool.state();
+    if state.idle_connections == 0 && state.connections < pool.config().max_size {
+        let fresh = pool.dedicated_connection().await?;
+        // full meanwhile: the connection is dropped, and the pool serves the call
+        let _ = pool.add(fresh);
+    }
+    let pooled = pool.get().await.map_err(run_error)?;
+    Ok((Channel::Direct(pooled.clone()), BrokenFlag(None)))
 }
 
 fn run_error(err: bb8::RunError<RedisError>) -> BoxError {
