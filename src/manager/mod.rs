@@ -10,13 +10,13 @@ mod outage;
 mod owner;
 mod shutdown;
 mod ticket;
+mod watchdog_task;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 pub use builder::{LockManagerBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_NODE_TIMEOUT};
 pub(crate) use guard::Releaser;
@@ -26,6 +26,7 @@ pub use owner::LockOwner;
 use closing::Closing;
 use live::LiveHolds;
 use outage::Outage;
+use watchdog_task::WatchdogTask;
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::{Backend, InboxStop, Wiring};
@@ -94,11 +95,8 @@ pub(crate) struct Shared {
     /// Random id of this manager; owner ids extend it.
     pub(crate) id: Arc<str>,
     next_owner: AtomicU64,
-    /// The watchdog task, until it is spawned on first use (so `memory()` needs no runtime).
-    watchdog: Mutex<Option<Watchdog>>,
-    started: AtomicBool,
-    /// How the shutdown stops the watchdog.
-    watchdog_stop: Mutex<WatchdogStop>,
+    /// The watchdog task (spawned on first use).
+    watchdog: WatchdogTask,
     /// Dropping this stops the inbox tasks.
     inbox_stop: Mutex<Option<InboxStop>>,
     /// Closed by the shutdown; counts the acquisitions running.
@@ -144,12 +142,7 @@ impl Shared {
             claim: timing.eviction,
             id: wiring.manager_id,
             next_owner: AtomicU64::new(1),
-            watchdog: Mutex::new(Some(watchdog)),
-            started: AtomicBool::new(false),
-            watchdog_stop: Mutex::new(WatchdogStop {
-                stop: Some(stop),
-                task: None,
-            }),
+            watchdog: WatchdogTask::new(watchdog, stop),
             inbox_stop: Mutex::new(inbox_stop),
             closing: Closing::default(),
             live: LiveHolds::default(),
@@ -159,50 +152,12 @@ impl Shared {
 
     /// Spawn the watchdog task on first use, inside the caller's runtime.
     pub(crate) fn start(&self) {
-        if self.started.load(Ordering::Acquire) {
-            return;
-        }
-        let mut slot = self.watchdog.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(watchdog) = slot.take() {
-            let task = tokio::spawn(watchdog.run());
-            lock(&self.watchdog_stop).task = Some(task);
-        }
-        self.started.store(true, Ordering::Release);
-    }
-
-    /// Stop the watchdog once the background work sent so far is done (waiting at most `limit`).
-    /// A watchdog never spawned is dropped.
-    async fn stop_watchdog(&self, limit: Duration) {
-        drop(lock(&self.watchdog).take());
-        let WatchdogStop { stop, task } = std::mem::take(&mut *lock(&self.watchdog_stop));
-        if let Some(stop) = stop {
-            let _ = stop.send(());
-        }
-        let Some(task) = task else {
-            return;
-        };
-        if tokio::time::timeout(limit, task).await.is_err() {
-            tracing::warn!(
-                "shutdown: background work still running after {limit:?}; left to finish"
-            );
-        }
+        self.watchdog.start();
     }
 
     fn lock_inbox_stop(&self) -> MutexGuard<'_, Option<InboxStop>> {
-        lock(&self.inbox_stop)
+        self.inbox_stop.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
-
-/// What stops the watchdog once its background work is done, and its task, once spawned.
-#[derive(Debug, Default)]
-struct WatchdogStop {
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
-}
-
-/// Lock `mutex`; every user leaves its data consistent before it could panic.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl LockManager {

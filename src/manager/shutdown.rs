@@ -31,7 +31,7 @@ impl Shared {
             tracing::warn!("shutdown: acquisitions still running after {limit:?}; going on");
         }
         let released = self.release_all().await;
-        self.stop_watchdog(limit).await;
+        self.watchdog.stop(limit).await;
         // The inboxes end when their stop is dropped.
         drop(self.lock_inbox_stop().take());
         tracing::debug!(manager = %self.id, "lock manager shut down");
