@@ -6,7 +6,8 @@
 #   bash scripts/test.sh CMD [ARGS...]   # CMD instead, with the same Redis and PostgreSQL set up
 #
 # Redis: installs redis-server with apt-get when it is missing. Tests start their own servers on
-# free loopback ports; nothing depends on a Redis at 6379.
+# free loopback ports; nothing depends on a Redis at 6379. The TLS tests (feature `tls`) make their
+# certificates with the openssl command, installed with apt-get when it is missing.
 #
 # PostgreSQL: the tests connect to DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres).
 # When nothing answers there, this script installs postgresql with apt-get if its binaries are
@@ -47,6 +48,12 @@ require_redis() {
         apt_install redis-server
     fi
     redis-server --version
+}
+
+require_openssl() {
+    if ! command -v openssl >/dev/null 2>&1; then
+        apt_install openssl
+    fi
 }
 
 # The newest /usr/lib/postgresql/<ver>/bin (where Debian puts initdb and pg_ctl), or nothing.
@@ -157,6 +164,7 @@ main() {
     trap 'exit 143' TERM
     require_cargo
     require_redis
+    require_openssl
     require_postgres
     if [ "$#" -gt 0 ]; then
         "$@"

@@ -47,11 +47,11 @@ pub struct LockManagerBuilder {
 enum Target {
     Memory,
     #[cfg(feature = "redis")]
-    RedisUrl(String),
+    Redis(redis::Endpoint),
     #[cfg(feature = "redis")]
-    RedisPool(redis::RedisPool, String),
+    RedisPool(redis::RedisPool, redis::Endpoint),
     #[cfg(feature = "redis")]
-    Quorum(Vec<String>),
+    Quorum(Vec<redis::Endpoint>),
 }
 
 impl Default for LockManagerBuilder {
@@ -113,10 +113,22 @@ impl LockManagerBuilder {
         self
     }
 
-    /// Keep locks in the Redis server at `url` (`redis://host:port/db`).
+    /// Keep locks in the Redis server at `url`: `redis://[user:password@]host:port[/db]`, or
+    /// `rediss://…` for TLS (feature `tls`; add `#insecure` to accept a self-signed certificate).
+    /// An invalid URL fails at [`build`](Self::build) with [`LockError::Config`].
     #[cfg(feature = "redis")]
     pub fn redis(mut self, url: impl Into<String>) -> Self {
-        self.target = Target::RedisUrl(url.into());
+        self.target = Target::Redis(redis::Endpoint::Url(url.into()));
+        self
+    }
+
+    /// Keep locks in the Redis server of a `redis::Client` you built: every connection of the
+    /// manager is opened with its connection info. Use it for what a URL cannot say, such as
+    /// the root certificates of a private CA (`redis::Client::build_with_tls`, feature `tls`).
+    #[cfg(feature = "redis")]
+    pub fn redis_client(mut self, client: ::redis::Client) -> Self {
+        let info = Box::new(client.get_connection_info().clone());
+        self.target = Target::Redis(redis::Endpoint::Info(info));
         self
     }
 
@@ -127,7 +139,7 @@ impl LockManagerBuilder {
     /// gives it to the pool, so that a refusal is the call's error at once, with its cause.
     #[cfg(feature = "redis")]
     pub fn redis_pool(mut self, pool: redis::RedisPool, url: impl Into<String>) -> Self {
-        self.target = Target::RedisPool(pool, url.into());
+        self.target = Target::RedisPool(pool, redis::Endpoint::Url(url.into()));
         self
     }
 
@@ -140,7 +152,8 @@ impl LockManagerBuilder {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.target = Target::Quorum(urls.into_iter().map(Into::into).collect());
+        let urls = urls.into_iter().map(|url| redis::Endpoint::Url(url.into()));
+        self.target = Target::Quorum(urls.collect());
         self
     }
 
@@ -161,22 +174,25 @@ impl LockManagerBuilder {
         let (backend, inbox_stop) = match self.target {
             Target::Memory => return Ok(LockManager::memory_with(self.timing())),
             #[cfg(feature = "redis")]
-            Target::RedisUrl(ref url) => {
-                let (redis, stop) = redis::connect(url, None, &self.settings(), &wiring).await?;
+            Target::Redis(ref server) => {
+                let info = server.resolve()?;
+                let (redis, stop) = redis::connect(&info, None, &self.settings(), &wiring).await?;
                 (Backend::Redis(redis), stop)
             }
             #[cfg(feature = "redis")]
-            Target::RedisPool(ref pool, ref url) => {
-                let pool = Some(pool.clone());
-                let (redis, stop) = redis::connect(url, pool, &self.settings(), &wiring).await?;
+            Target::RedisPool(ref pool, ref server) => {
+                let (info, pool) = (server.resolve()?, Some(pool.clone()));
+                let (redis, stop) = redis::connect(&info, pool, &self.settings(), &wiring).await?;
                 (Backend::Redis(redis), stop)
             }
             #[cfg(feature = "redis")]
-            Target::Quorum(ref urls) => {
-                self.validate_quorum(urls)?;
+            Target::Quorum(ref masters) => {
+                let infos = (masters.iter().map(redis::Endpoint::resolve))
+                    .collect::<Result<Vec<_>, _>>()?;
+                self.validate_quorum(&infos)?;
                 let settings = self.settings();
                 let (quorum, stop) =
-                    quorum::connect(urls, self.node_timeout, &settings, &wiring).await?;
+                    quorum::connect(&infos, self.node_timeout, &settings, &wiring).await?;
                 (Backend::Quorum(quorum), stop)
             }
         };
@@ -206,18 +222,25 @@ impl LockManagerBuilder {
         Ok(())
     }
 
-    /// A quorum needs at least 3 masters, each listed once, and a node timeout.
+    /// A quorum needs at least 3 masters, each server listed once, and a node timeout.
     #[cfg(feature = "redis")]
-    fn validate_quorum(&self, urls: &[String]) -> Result<(), LockError> {
-        if urls.len() < 3 {
+    fn validate_quorum(&self, masters: &[::redis::ConnectionInfo]) -> Result<(), LockError> {
+        if masters.len() < 3 {
             return Err(LockError::Config(format!(
                 "a quorum needs at least 3 independent Redis masters, got {}",
-                urls.len()
+                masters.len()
             )));
         }
-        if let Some((_, dup)) = (urls.iter().enumerate()).find(|(i, u)| urls[..*i].contains(u)) {
+        // one server, whatever the db or the user: two databases of one server fail together
+        let listed_before = |(i, m): &(usize, &::redis::ConnectionInfo)| {
+            masters[..*i]
+                .iter()
+                .any(|earlier| earlier.addr() == m.addr())
+        };
+        if let Some((_, dup)) = masters.iter().enumerate().find(listed_before) {
             return Err(LockError::Config(format!(
-                "Redis master {dup} is listed twice: a quorum needs independent masters"
+                "Redis master {} is listed twice: a quorum needs independent masters",
+                dup.addr()
             )));
         }
         if self.node_timeout.is_zero() {

@@ -1,6 +1,6 @@
 //! The lock manager's backends, one area per module: the lock contract and fair locks on memory
 //! and on a real redis-server, and what only Redis has (batched commands, wake-ups, lease
-//! deadlines, a user's pool, real faults).
+//! deadlines, a user's pool, real faults, TLS).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -13,5 +13,7 @@ mod lease_deadlines;
 mod redis_faults;
 mod reentry;
 mod shutdown;
+#[cfg(feature = "tls")]
+mod tls;
 mod user_pool;
 mod wakeups;

@@ -1,4 +1,5 @@
-//! Test support: throwaway `redis-server` processes on free loopback ports.
+//! Test support: throwaway `redis-server` processes on free loopback ports (plain, or TLS-only in
+//! [`tls`]).
 //!
 //! Every [`RedisServer`] runs its own `redis-server` child process bound to
 //! `127.0.0.1` on a free port, with persistence disabled and its own temporary
@@ -16,6 +17,7 @@ pub mod proxy;
 mod resp;
 mod spawn;
 pub mod stats;
+pub mod tls;
 mod wait;
 
 pub use resp::{redis_cmd, redis_cmd_bytes, Reply};

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
+use redis::ConnectionInfo;
 
 use super::round::majority;
 use super::{Node, QuorumBackend};
@@ -12,17 +13,17 @@ use crate::backend::redis::{open_server, spawn_inbox, KeySpace, Server, Settings
 use crate::backend::{InboxStop, Wiring};
 use crate::error::LockError;
 
-/// The quorum backend over the masters at `urls`, with their inboxes running. Connects when a
+/// The quorum backend over the masters of `infos`, with their inboxes running. Connects when a
 /// majority of the masters can be subscribed; the inboxes of the others keep trying in the
 /// background.
 pub(crate) async fn connect(
-    urls: &[String],
+    infos: &[ConnectionInfo],
     node_timeout: Duration,
     settings: &Settings,
     wiring: &Wiring,
 ) -> Result<(Arc<QuorumBackend>, InboxStop), LockError> {
-    let servers = (urls.iter())
-        .map(|url| open_server(url, None, node_timeout, settings, wiring))
+    let servers = (infos.iter())
+        .map(|info| open_server(info, None, node_timeout, settings, wiring))
         .collect::<Result<Vec<Server>, _>>()?;
     let subscriptions = join_all(servers.iter().map(|s| s.inbox.subscribe())).await;
     let subscriptions: Vec<_> = (servers.iter().zip(subscriptions))

@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::ConnectionInfo;
+
 use super::{
     CommandPool, Connector, Inbox, KeySpace, RedisBackend, RedisPool, Subscription, Unclaimed,
 };
@@ -32,15 +34,15 @@ pub(crate) struct Server {
     pub(crate) name: String,
 }
 
-/// The manager's backend on the server at `url`, subscribed, with its inbox running. Commands go
+/// The manager's backend on the server of `info`, subscribed, with its inbox running. Commands go
 /// through `user_pool` when one is given. Fails when the inbox cannot subscribe.
 pub(crate) async fn connect(
-    url: &str,
+    info: &ConnectionInfo,
     user_pool: Option<RedisPool>,
     settings: &Settings,
     wiring: &Wiring,
 ) -> Result<(Arc<RedisBackend>, InboxStop), LockError> {
-    let server = open_server(url, user_pool, settings.command_timeout, settings, wiring)?;
+    let server = open_server(info, user_pool, settings.command_timeout, settings, wiring)?;
     let subscription =
         (server.inbox.subscribe().await).map_err(|err| LockError::unavailable("", err))?;
     let mut stop = InboxStop::default();
@@ -49,17 +51,17 @@ pub(crate) async fn connect(
     Ok((backend, stop))
 }
 
-/// The server at `url`, not yet subscribed: a backend whose commands are bounded by `timeout`,
+/// The server of `info`, not yet subscribed: a backend whose commands are bounded by `timeout`,
 /// through `user_pool` or a pool of our own, and its inbox.
 pub(crate) fn open_server(
-    url: &str,
+    info: &ConnectionInfo,
     user_pool: Option<RedisPool>,
     timeout: Duration,
     settings: &Settings,
     wiring: &Wiring,
 ) -> Result<Server, LockError> {
-    let client = redis::Client::open(url)
-        .map_err(|err| LockError::Config(format!("invalid Redis URL: {err}")))?;
+    let client = redis::Client::open(info.clone())
+        .map_err(|err| LockError::Config(format!("invalid Redis connection info: {err}")))?;
     let pool = match user_pool {
         Some(pool) => CommandPool::user(pool),
         None => {
