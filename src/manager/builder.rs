@@ -103,7 +103,8 @@ impl LockManagerBuilder {
         self
     }
 
-    /// Connections in the command pool (default 1). One multiplexed connection carries every
+    /// Connections in the command pool (default 1); each is named `tower-lock:<manager id>` in
+    /// `CLIENT LIST`, like the inbox (see [`LockManager::id`]). One multiplexed connection carries every
     /// command of the process in flight at once, pipelined. The more commands share a connection,
     /// the fewer reads and writes Redis and this process make for them, so one connection is
     /// usually fastest (BENCHMARKS.md, "Many keys"). More connections spread the work of reading
@@ -137,6 +138,9 @@ impl LockManagerBuilder {
     /// connection that died (bb8-redis cannot tell a broken connection otherwise), at the cost of
     /// a PING per command. When the pool has to open a connection, the manager opens it itself and
     /// gives it to the pool, so that a refusal is the call's error at once, with its cause.
+    ///
+    /// The pool is used as you configured it: its connections keep the names you gave them (the
+    /// manager names only the inbox `tower-lock:<id>`, see [`LockManager::id`]).
     #[cfg(feature = "redis")]
     pub fn redis_pool(mut self, pool: redis::RedisPool, url: impl Into<String>) -> Self {
         self.target = Target::RedisPool(pool, redis::Endpoint::Url(url.into()));

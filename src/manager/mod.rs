@@ -294,6 +294,14 @@ impl LockManager {
         self.owner().try_acquire(key, opts).await
     }
 
+    /// This manager's random id, the prefix of its owners' ids.
+    ///
+    /// Redis shows it: every connection the manager opens is named `tower-lock:<id>` in
+    /// `CLIENT LIST`. Logs can use it to tell the replicas apart.
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
     /// The watchdog lease of this manager.
     pub fn lease(&self) -> Duration {
         self.shared.lease

@@ -10,6 +10,7 @@ mod contract;
 mod fair;
 mod fair_liveness;
 mod lease_deadlines;
+mod names;
 mod redis_faults;
 mod reentry;
 mod shutdown;

@@ -62,10 +62,11 @@ pub(crate) fn open_server(
 ) -> Result<Server, LockError> {
     let client = redis::Client::open(info.clone())
         .map_err(|err| LockError::Config(format!("invalid Redis connection info: {err}")))?;
+    let name = connection_name(&wiring.manager_id);
     let pool = match user_pool {
         Some(pool) => CommandPool::user(pool),
         None => {
-            let connector = Connector::new(client.clone(), timeout);
+            let connector = Connector::new(client.clone(), timeout, name.clone());
             CommandPool::own(connector, settings.pool_size, timeout)
         }
     };
@@ -75,6 +76,7 @@ pub(crate) fn open_server(
         &client,
         channel,
         settings.command_timeout,
+        name,
         wiring.waiters.clone(),
     )?;
     let id = wiring.manager_id.clone();
@@ -84,6 +86,11 @@ pub(crate) fn open_server(
         inbox,
         name: client.get_connection_info().addr().to_string(),
     })
+}
+
+/// The `CLIENT SETNAME` of every connection the manager opens: `CLIENT LIST` tells whose it is.
+fn connection_name(manager_id: &str) -> String {
+    format!("tower-lock:{manager_id}")
 }
 
 /// Run the inbox of `server` (subscribing first, with backoff, if `subscription` is `None`) until

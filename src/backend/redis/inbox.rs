@@ -102,6 +102,8 @@ pub(crate) struct Inbox {
     client: Client,
     channel: String,
     timeout: Duration,
+    /// `CLIENT SETNAME` of the connection.
+    name: String,
     postman: Arc<Postman>,
 }
 
@@ -114,11 +116,13 @@ impl std::fmt::Debug for Inbox {
 }
 
 impl Inbox {
-    /// An inbox on `client`'s server for `channel`, delivering to `waiters`.
+    /// An inbox on `client`'s server for `channel`, delivering to `waiters`; its connection is
+    /// called `name`.
     pub(crate) fn new(
         client: &Client,
         channel: String,
         timeout: Duration,
+        name: String,
         waiters: Arc<WaitRegistry>,
     ) -> Result<Self, LockError> {
         // The same server and credentials, spoken in RESP3 so that messages come as pushes.
@@ -134,6 +138,7 @@ impl Inbox {
             client,
             channel,
             timeout,
+            name,
             postman: Arc::new(Postman {
                 waiters,
                 unclaimed: OnceLock::new(),
@@ -141,7 +146,7 @@ impl Inbox {
         })
     }
 
-    /// Connect and subscribe to this manager's channel.
+    /// Connect, name the connection, and subscribe to this manager's channel.
     pub(crate) async fn subscribe(&self) -> Result<Subscription, RedisError> {
         let dropped = Arc::new(Notify::new());
         let live = Arc::new(AtomicBool::new(true));
@@ -171,6 +176,9 @@ impl Inbox {
                 .client
                 .get_multiplexed_async_connection_with_config(&config)
                 .await?;
+            let mut name = redis::cmd("CLIENT");
+            name.arg("SETNAME").arg(&self.name);
+            name.exec_async(&mut conn).await?;
             conn.subscribe(&self.channel).await?;
             Ok(Subscription {
                 conn,

@@ -20,21 +20,27 @@ use crate::error::BoxError;
 /// The pool type users may pass to [`crate::LockManagerBuilder::redis_pool`].
 pub type RedisPool = bb8::Pool<bb8_redis::RedisConnectionManager>;
 
-/// Opens the pool's connections with our timeouts.
+/// Opens the pool's connections with our timeouts and our name.
 #[derive(Debug, Clone)]
 pub(crate) struct Connector {
     client: Client,
     config: AsyncConnectionConfig,
+    /// `CLIENT SETNAME` of every connection.
+    name: String,
 }
 
 impl Connector {
-    pub(crate) fn new(client: Client, timeout: Duration) -> Self {
+    pub(crate) fn new(client: Client, timeout: Duration, name: String) -> Self {
         // No response timeout here: the backend bounds every command itself, and a second timer
         // per command would cost a wake-up of the runtime's timer driver.
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(None);
-        Connector { client, config }
+        Connector {
+            client,
+            config,
+            name,
+        }
     }
 }
 
@@ -45,7 +51,7 @@ pub(crate) struct Tracked {
 }
 
 impl Connector {
-    /// Open a connection and load every script on it.
+    /// Open a connection, name it, and load every script on it.
     async fn connect(&self) -> Result<Tracked, RedisError> {
         let mut conn = self
             .client
@@ -55,6 +61,7 @@ impl Connector {
         // restart empties the script cache), and NOSCRIPT would cost each script's first call two
         // more round trips.
         let mut load = redis::pipe();
+        load.cmd("CLIENT").arg("SETNAME").arg(&self.name).ignore();
         for source in super::scripts::ALL.iter() {
             load.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
         }
