@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod acl;
 mod batching;
 mod contract;
 mod fair;

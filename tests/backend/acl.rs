@@ -1,0 +1,158 @@
+//! An ACL user restricted to what the crate needs (the README's line, "Redis requirements" > "ACL
+//! users", kept in sync by hand): managers as that user, in a database other than 0, through
+//! exclusive and fair locks, wake-ups, fencing, renewals, a cancelled wait and release, with
+//! nothing denied.
+
+use std::time::Duration;
+
+use tower_lock::{LockManager, LockOptions};
+
+use crate::support::RedisServer;
+use crate::support::{eventually, GENEROUS};
+
+/// The README's `ACL SETUSER` line for the namespace `tower-lock`, with the test's password.
+const SETUSER: &[&str] = &[
+    "ACL",
+    "SETUSER",
+    "locker",
+    "reset",
+    "on",
+    ">locker-pw",
+    "~{tower-lock:*",
+    "&{tower-lock}:inbox:*",
+    "+evalsha",
+    "+script|load",
+    "+subscribe",
+    "+ping",
+    "+client|setname",
+    "+select",
+    // inside the scripts
+    "+del",
+    "+exists",
+    "+hexists",
+    "+hget",
+    "+hincrby",
+    "+hmget",
+    "+hset",
+    "+lindex",
+    "+lpop",
+    "+lpos",
+    "+lrem",
+    "+pexpire",
+    "+pttl",
+    "+publish",
+    "+rpush",
+    "+set",
+    "+time",
+    "+zadd",
+    "+zpopmin",
+    "+zrem",
+];
+
+fn locker_url(server: &RedisServer, namespace_db: u8) -> String {
+    format!(
+        "redis://locker:locker-pw@127.0.0.1:{}/{namespace_db}",
+        server.port()
+    )
+}
+
+async fn manager(url: &str, namespace: &str) -> Result<LockManager, tower_lock::LockError> {
+    LockManager::builder()
+        .redis(url)
+        .namespace(namespace)
+        .build()
+        .await
+}
+
+/// A second manager's waiter gets the lock the first releases: woken through its inbox (the
+/// lease is 30 s), with a larger fencing token.
+async fn hand_over(first: &LockManager, second: &LockManager, opts: LockOptions) {
+    let held = first.acquire("account:42", &opts).await.expect("acquire");
+    let busy = second.try_acquire("account:42", &opts).await.expect("try");
+    assert!(busy.is_none(), "held by the first manager");
+    let waiter = {
+        let second = second.clone();
+        tokio::spawn(async move { second.acquire("account:42", &opts).await })
+    };
+    assert!(eventually(GENEROUS, || second.waiting() == 1).await);
+    let token = held.fencing_token();
+    held.release().await.expect("release");
+    let next = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the waiter was woken")
+        .expect("waiter task")
+        .expect("acquire after release");
+    assert!(next.fencing_token() > token);
+    next.release().await.expect("release");
+}
+
+/// A lease outlives its length through renewals, and a cancelled fair waiter leaves the queue.
+async fn renew_and_cancel(url: &str, second: &LockManager) {
+    let short = LockManager::builder()
+        .redis(url)
+        .lease(Duration::from_millis(600));
+    let short = short.build().await.expect("manager with a short lease");
+    let renewed = short.acquire("r", &LockOptions::exclusive()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!renewed.is_lost(), "renewed past its 600 ms lease");
+    renewed.release().await.expect("still held");
+
+    let held = short.acquire("q", &LockOptions::fair()).await.unwrap();
+    let waiter = {
+        let second = second.clone();
+        tokio::spawn(async move { second.acquire("q", &LockOptions::fair()).await })
+    };
+    assert!(eventually(GENEROUS, || second.queued() == 1).await);
+    waiter.abort();
+    assert!(eventually(GENEROUS, || second.queued() == 0).await);
+    held.release().await.unwrap();
+    let deadline = tokio::time::Instant::now() + GENEROUS;
+    loop {
+        let taken = second.try_acquire("q", &LockOptions::fair()).await.unwrap();
+        if let Some(guard) = taken {
+            guard.release().await.unwrap();
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the lock stays free"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The entries of `ACL LOG`: every command, key or channel the server denied.
+fn denied(server: &RedisServer) -> usize {
+    let reply = server.cmd(&["ACL", "LOG"]);
+    match reply {
+        crate::support::Reply::Array(Some(entries)) => entries.len(),
+        other => panic!("ACL LOG: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_managers_lock_as_a_user_restricted_to_what_the_crate_needs() {
+    let server = RedisServer::start();
+    assert!(server.cmd(SETUSER).is_ok(), "ACL SETUSER");
+    let url = locker_url(&server, 3);
+    let first = manager(&url, "tower-lock").await.expect("first manager");
+    let second = manager(&url, "tower-lock").await.expect("second manager");
+    hand_over(&first, &second, LockOptions::exclusive()).await;
+    hand_over(&first, &second, LockOptions::fair()).await;
+    renew_and_cancel(&url, &second).await;
+
+    let held = first.acquire("k", &LockOptions::exclusive()).await.unwrap();
+    let keyspace = server.info("keyspace");
+    assert!(
+        keyspace.contains("db3:"),
+        "the keys are in db 3: {keyspace}"
+    );
+    assert!(!keyspace.contains("db0:"), "nothing in db 0: {keyspace}");
+    held.release().await.unwrap();
+    assert_eq!(denied(&server), 0, "{:?}", server.cmd(&["ACL", "LOG"]));
+
+    // the restriction is real: another namespace's keys and inbox are refused
+    let outsider = manager(&url, "other").await;
+    let err = outsider.expect_err("the inbox channel {other}:inbox:* is not allowed");
+    assert!(err.to_string().to_lowercase().contains("noperm"), "{err}");
+}
