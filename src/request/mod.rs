@@ -19,8 +19,10 @@ pub(crate) use body::BodyGuards;
 pub use body::LeaseLostError;
 pub(crate) use call::LockedCall;
 pub(crate) use grpc::is_grpc;
+#[cfg(feature = "actix")]
+pub(crate) use guards::Extensions;
 pub use guards::HeldLocks;
-pub(crate) use guards::{owner, publish, Extensions, RequestGuards};
+pub(crate) use guards::{owner, publish, RequestGuards};
 pub use options::{OnLeaseLost, RequestOptions, DEFAULT_RETRY_AFTER, DEFAULT_WAIT_TIMEOUT};
 pub(crate) use policy::Policy;
 pub use reject::{RejectReason, Rejection};
