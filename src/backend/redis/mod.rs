@@ -1,10 +1,11 @@
-//! The Redis backend: a command pool (or a user's bb8 pool), the Lua scripts, and key naming. The
+//! The Redis backend: a bb8 command pool (or a user's bb8-redis pool), the Lua scripts, and key naming. The
 //! inbox (the one pub/sub connection) lives beside it; `connect` wires both for a manager.
 
 mod args;
 mod batcher;
 mod call;
 mod connect;
+mod connector;
 mod endpoint;
 mod fair;
 mod inbox;

@@ -1,77 +1,27 @@
-//! The command pool: a few multiplexed connections. Each slot (one by default) keeps one
-//! connection, with a batcher that batches its commands when it is busy; a command picks its slot
-//! by lock, so any number of commands share the connections in flight (pipelined), commands on one
-//! lock stay on one connection, and the hot path takes no checkout (no PING, no timer). A
-//! connection that failed is marked broken: the next command on its slot opens a fresh one, and a
-//! failure to open it is that command's error at once (a pool that connects in the background,
-//! as bb8 does, keeps the error from its caller, who waits out the whole timeout). A pool of the
-//! user's (bb8) is used as it is.
+//! The command pool: a bb8 pool of a few multiplexed connections. Each slot (one by default)
+//! keeps one connection checked out, with a batcher that batches its commands when it is busy; a
+//! command picks its slot by lock, so any number of commands share the connections in flight
+//! (pipelined), commands on one lock stay on one connection, and the hot path takes no checkout
+//! (no PING, no timer). A connection that failed is marked broken: the next command on its slot
+//! gives it back (bb8 then drops it) and checks out another. bb8 opens connections in a task of
+//! its own and gives a failure to its error sink, not to the caller, who would wait out the whole
+//! connection timeout and learn nothing; so when the pool must open a connection, the call opens
+//! it (a refusal is its error, at once) and adds it to the pool. A pool of the user's (bb8-redis)
+//! is driven the same way, and otherwise used as its owner configured it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, RedisError};
+use redis::RedisError;
 
 use super::batcher::CommandBatcher;
+pub(crate) use super::connector::Connector;
 use crate::error::BoxError;
 
 /// The pool type users may pass to [`crate::LockManagerBuilder::redis_pool`].
 pub type RedisPool = bb8::Pool<bb8_redis::RedisConnectionManager>;
-
-/// Opens the pool's connections with our timeouts and our name.
-#[derive(Debug, Clone)]
-pub(crate) struct Connector {
-    client: Client,
-    config: AsyncConnectionConfig,
-    /// `CLIENT SETNAME` of every connection.
-    name: String,
-}
-
-impl Connector {
-    pub(crate) fn new(client: Client, timeout: Duration, name: String) -> Self {
-        // No response timeout here: the backend bounds every command itself, and a second timer
-        // per command would cost a wake-up of the runtime's timer driver.
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(None);
-        Connector {
-            client,
-            config,
-            name,
-        }
-    }
-}
-
-/// A pooled connection (through its batcher) and its broken flag, shared with the calls in flight.
-pub(crate) struct Tracked {
-    batcher: Arc<CommandBatcher>,
-    broken: Arc<AtomicBool>,
-}
-
-impl Connector {
-    /// Open a connection, name it, and load every script on it.
-    async fn connect(&self) -> Result<Tracked, RedisError> {
-        let mut conn = self
-            .client
-            .get_multiplexed_async_connection_with_config(&self.config)
-            .await?;
-        // Load every script in one round trip: a fresh connection often means a fresh server (a
-        // restart empties the script cache), and NOSCRIPT would cost each script's first call two
-        // more round trips.
-        let mut load = redis::pipe();
-        load.cmd("CLIENT").arg("SETNAME").arg(&self.name).ignore();
-        for source in super::scripts::ALL.iter() {
-            load.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
-        }
-        load.query_async::<()>(&mut conn).await?;
-        Ok(Tracked {
-            batcher: Arc::new(CommandBatcher::new(conn)),
-            broken: Arc::new(AtomicBool::new(false)),
-        })
-    }
-}
 
 /// Marks its connection broken when the command it carried failed at the connection level.
 pub(crate) struct BrokenFlag(Option<Arc<AtomicBool>>);
@@ -122,15 +72,8 @@ impl Channel {
     }
 }
 
-/// Where connections come from: our own bb8 pool, or one the user built.
-#[derive(Debug)]
-enum Source {
-    Own(Box<Connector>),
-    User(RedisPool),
-}
-
-/// One slot: the connection its commands go on, once opened.
-type Slot = Mutex<Option<Tracked>>;
+/// One slot: the connection its commands go on, once checked out.
+type Slot = Mutex<Option<bb8::PooledConnection<'static, Connector>>>;
 
 /// Opening a slot's connection: one caller at a time opens it, the others wait for that one
 /// (many requests on a broken slot open one connection, not one each).
@@ -138,73 +81,80 @@ type Opening = tokio::sync::Mutex<()>;
 
 /// Where commands go: the crate's own connections, or a user's bb8 pool.
 #[derive(Debug)]
-pub(crate) struct CommandPool {
-    source: Source,
-    slots: Box<[Slot]>,
-    opening: Box<[Opening]>,
-    /// Bounds opening a connection (scripts loaded included).
-    timeout: Duration,
-}
-
-impl std::fmt::Debug for Tracked {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tracked").finish_non_exhaustive()
-    }
+pub(crate) enum CommandPool {
+    /// Ours: a bb8 pool with one connection per slot.
+    Own {
+        pool: bb8::Pool<Connector>,
+        slots: Box<[Slot]>,
+        opening: Box<[Opening]>,
+    },
+    /// The user's.
+    User(RedisPool),
 }
 
 impl CommandPool {
+    /// A pool of `size` connections opened by `connector`, each within `timeout`.
     pub(crate) fn own(connector: Connector, size: u32, timeout: Duration) -> Self {
         let size = size.max(1);
-        CommandPool {
-            source: Source::Own(Box::new(connector)),
+        let pool = bb8::Pool::builder()
+            .max_size(size)
+            .min_idle(None)
+            // the broken flag says which connection died: no PING on check-out
+            .test_on_check_out(false)
+            .retry_connection(false)
+            .connection_timeout(timeout)
+            .build_unchecked(connector);
+        CommandPool::Own {
+            pool,
             slots: (0..size).map(|_| Mutex::new(None)).collect(),
             opening: (0..size).map(|_| Opening::new(())).collect(),
-            timeout,
         }
     }
 
     pub(crate) fn user(pool: RedisPool) -> Self {
-        CommandPool {
-            source: Source::User(pool),
-            slots: Box::new([]),
-            opening: Box::new([]),
-            timeout: Duration::ZERO,
-        }
+        CommandPool::User(pool)
     }
 
     /// Where to send the commands of the lock that hashes to `hint`, and the flag to mark its
     /// connection broken.
     pub(crate) async fn conn(&self, hint: u64) -> Result<(Channel, BrokenFlag), BoxError> {
-        let connector = match &self.source {
-            Source::Own(connector) => connector,
-            Source::User(pool) => return user_conn(pool).await,
+        let (pool, slots, opening) = match self {
+            CommandPool::Own {
+                pool,
+                slots,
+                opening,
+            } => (pool, slots, opening),
+            CommandPool::User(pool) => {
+                let pooled = check_out(pool).await?;
+                return Ok((Channel::Direct(pooled.clone()), BrokenFlag(None)));
+            }
         };
-        let index = (hint % self.slots.len() as u64) as usize;
-        let slot = &self.slots[index];
+        let index = (hint % slots.len() as u64) as usize;
+        let slot = &slots[index];
         if let Some(found) = in_use(slot) {
             return Ok(found);
         }
-        let _opening = self.opening[index].lock().await;
+        let _opening = opening[index].lock().await;
         // opened meanwhile by the caller we waited for
         if let Some(found) = in_use(slot) {
             return Ok(found);
         }
-        let fresh = tokio::time::timeout(self.timeout, connector.connect())
-            .await
-            .map_err(|_| -> BoxError {
-                format!("no Redis connection within {:?}", self.timeout).into()
-            })??;
+        // Given back first, so that the pool has room for the fresh one. Commands still on it
+        // keep it open until they are answered.
+        drop(lock(slot).take());
+        let fresh = check_out(pool).await?;
         let found = (
             Channel::Batched(fresh.batcher.clone()),
             BrokenFlag(Some(fresh.broken.clone())),
         );
-        // A broken connection replaced here closes once the commands still on it are answered.
         *lock(slot) = Some(fresh);
         Ok(found)
     }
 }
 
-fn lock(slot: &Slot) -> std::sync::MutexGuard<'_, Option<Tracked>> {
+fn lock(
+    slot: &Slot,
+) -> std::sync::MutexGuard<'_, Option<bb8::PooledConnection<'static, Connector>>> {
     slot.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -220,20 +170,20 @@ fn in_use(slot: &Slot) -> Option<(Channel, BrokenFlag)> {
     ))
 }
 
-/// A connection from the user's pool. bb8 opens connections in a task of its own and gives a
-/// failure to its error sink, not to the caller, who would wait out the pool's whole connection
-/// timeout and learn nothing. So when the pool has no idle connection and room for one more, the
-/// call opens it (the pool's `dedicated_connection`: a refusal is this call's error, at once) and
-/// hands it to the pool.
-async fn user_conn(pool: &RedisPool) -> Result<(Channel, BrokenFlag), BoxError> {
+/// A connection checked out of `pool`. When the pool has no idle connection and room for one
+/// more, the call opens it (the pool's `dedicated_connection`) and adds it: bb8 would open it in a
+/// task of its own, and a failure would never reach the caller.
+async fn check_out<M>(pool: &bb8::Pool<M>) -> Result<bb8::PooledConnection<'static, M>, BoxError>
+where
+    M: bb8::ManageConnection<Error = RedisError>,
+{
     let state = pool.state();
     if state.idle_connections == 0 && state.connections < pool.config().max_size {
         let fresh = pool.dedicated_connection().await?;
         // full meanwhile: the connection is dropped, and the pool serves the call
         let _ = pool.add(fresh);
     }
-    let pooled = pool.get().await.map_err(run_error)?;
-    Ok((Channel::Direct(pooled.clone()), BrokenFlag(None)))
+    pool.get_owned().await.map_err(run_error)
 }
 
 fn run_error(err: bb8::RunError<RedisError>) -> BoxError {

@@ -1,0 +1,91 @@
+//! How the command pool opens its connections: with the manager's timeouts and name, and every
+//! script loaded; and how bb8 tells the ones that died.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{AsyncConnectionConfig, Client, RedisError};
+
+use super::batcher::CommandBatcher;
+
+/// Opens the pool's connections with our timeouts and our name.
+#[derive(Debug, Clone)]
+pub(crate) struct Connector {
+    client: Client,
+    config: AsyncConnectionConfig,
+    /// `CLIENT SETNAME` of every connection.
+    name: String,
+}
+
+impl Connector {
+    pub(crate) fn new(client: Client, timeout: Duration, name: String) -> Self {
+        // No response timeout here: the backend bounds every command itself, and a second timer
+        // per command would cost a wake-up of the runtime's timer driver.
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(None);
+        Connector {
+            client,
+            config,
+            name,
+        }
+    }
+}
+
+/// A pooled connection (through its batcher) and its broken flag, shared with the calls in flight.
+pub(crate) struct Tracked {
+    pub(super) batcher: Arc<CommandBatcher>,
+    pub(super) broken: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Tracked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tracked").finish_non_exhaustive()
+    }
+}
+
+impl Connector {
+    /// Open a connection, name it, and load every script on it.
+    async fn open(&self) -> Result<Tracked, RedisError> {
+        let mut conn = self
+            .client
+            .get_multiplexed_async_connection_with_config(&self.config)
+            .await?;
+        // Load every script in one round trip: a fresh connection often means a fresh server (a
+        // restart empties the script cache), and NOSCRIPT would cost each script's first call two
+        // more round trips.
+        let mut load = redis::pipe();
+        load.cmd("CLIENT").arg("SETNAME").arg(&self.name).ignore();
+        for source in super::scripts::ALL.iter() {
+            load.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
+        }
+        load.query_async::<()>(&mut conn).await?;
+        Ok(Tracked {
+            batcher: Arc::new(CommandBatcher::new(conn)),
+            broken: Arc::new(AtomicBool::new(false)),
+        })
+    }
+}
+
+impl bb8::ManageConnection for Connector {
+    type Connection = Tracked;
+    type Error = RedisError;
+
+    async fn connect(&self) -> Result<Tracked, RedisError> {
+        self.open().await
+    }
+
+    /// Not called: the pool checks nothing out on trust (`test_on_check_out(false)`).
+    async fn is_valid(&self, conn: &mut Tracked) -> Result<(), RedisError> {
+        match conn.broken.load(Ordering::Relaxed) {
+            false => Ok(()),
+            true => Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe).into()),
+        }
+    }
+
+    /// A command on it failed at the connection level.
+    fn has_broken(&self, conn: &mut Tracked) -> bool {
+        conn.broken.load(Ordering::Relaxed)
+    }
+}
