@@ -1,5 +1,6 @@
-//! The Redis backend: a bb8 command pool (or a user's bb8-redis pool), the Lua scripts, and key naming. The
-//! inbox (the one pub/sub connection) lives beside it; `connect` wires both for a manager.
+//! The Redis backend: a bb8 command pool (or a user's bb8-redis pool), the Lua scripts, and key
+//! naming. The inbox (the one pub/sub connection) lives beside it; `connect` wires both for a
+//! manager.
 
 mod args;
 mod batcher;
