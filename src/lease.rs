@@ -3,7 +3,7 @@
 //! watchdog moves the deadline, and guards read it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use tokio::sync::Notify;
@@ -14,6 +14,8 @@ use tokio::sync::Notify;
 /// round has noticed yet.
 #[derive(Debug)]
 pub(crate) struct LostSignal {
+    /// The lock name, as given: every report of the loss names it.
+    key: Arc<str>,
     lost: AtomicBool,
     notify: Notify,
     /// The lease is known valid until here (`None`: it does not run out by time).
@@ -21,12 +23,18 @@ pub(crate) struct LostSignal {
 }
 
 impl LostSignal {
-    pub(crate) fn new(valid_until: Option<Instant>) -> Self {
+    pub(crate) fn new(key: Arc<str>, valid_until: Option<Instant>) -> Self {
         LostSignal {
+            key,
             lost: AtomicBool::new(false),
             notify: Notify::new(),
             valid_until: Mutex::new(valid_until),
         }
+    }
+
+    /// The lock name, as given.
+    pub(crate) fn key(&self) -> &str {
+        &self.key
     }
 
     pub(crate) fn fire(&self) {

@@ -51,6 +51,7 @@ mod lease;
 mod manager;
 mod options;
 mod request;
+mod telemetry;
 mod waiters;
 mod watchdog;
 

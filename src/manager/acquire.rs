@@ -6,8 +6,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tracing::Instrument;
+
 use super::guard::{LockGuard, LockInfo};
 use super::live::Hold;
+use super::record::AcquisitionRecord;
 use super::ticket::WaitTicket;
 use super::{Releaser, Shared};
 use crate::backend::{AcquireRequest, Attempt};
@@ -29,6 +32,20 @@ const SLOW_ANSWER: Duration = Duration::from_millis(250);
 impl Shared {
     /// Acquire `key` for `owner`; with `wait` false, one attempt only (`Ok(None)` when busy).
     pub(crate) async fn acquire(
+        self: &Arc<Self>,
+        key: &str,
+        opts: &LockOptions,
+        owner: &OwnerId,
+        wait: bool,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let record = AcquisitionRecord::start(key, opts.mode_value());
+        let acquiring = self.acquire_recorded(key, opts, owner, wait);
+        let result = acquiring.instrument(record.span().clone()).await;
+        record.finish(&result);
+        result
+    }
+
+    async fn acquire_recorded(
         self: &Arc<Self>,
         key: &str,
         opts: &LockOptions,
@@ -285,12 +302,12 @@ impl<'a> Acquisition<'a> {
         valid_for: Duration,
     ) -> (LockGuard, Arc<LostSignal>) {
         let valid_until = since + valid_for;
-        let lost = if self.watched {
-            (self.shared.leases).hold(&self.id, self.owner, token, valid_until)
-        } else {
-            Arc::new(LostSignal::new(Some(valid_until)))
-        };
         let key: Arc<str> = Arc::from(self.key);
+        let lost = if self.watched {
+            (self.shared.leases).hold(&key, &self.id, self.owner, token, valid_until)
+        } else {
+            Arc::new(LostSignal::new(key.clone(), Some(valid_until)))
+        };
         let info = LockInfo::new(key.clone(), token, lost.clone());
         let number = self.shared.live.insert(Hold {
             key,

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::ids::OwnerId;
 use crate::lease::LostSignal;
 use crate::options::Mode;
+use crate::telemetry;
 use crate::waiters::LockId;
 
 /// One hold of a lock by one owner: what releasing it needs.
@@ -46,16 +47,23 @@ impl LiveHolds {
     pub(crate) fn insert(&self, hold: Hold) -> u64 {
         let number = self.next.fetch_add(1, Ordering::Relaxed);
         self.table().insert(number, hold);
+        telemetry::hold(true);
         number
     }
 
     /// Take the hold `number` out, unless the shutdown took it first.
     pub(crate) fn take(&self, number: u64) -> Option<Hold> {
-        self.table().remove(&number)
+        let hold = self.table().remove(&number);
+        if hold.is_some() {
+            telemetry::hold(false);
+        }
+        hold
     }
 
     /// Take every hold out.
     pub(crate) fn take_all(&self) -> Vec<Hold> {
-        self.table().drain().map(|(_, hold)| hold).collect()
+        let holds: Vec<Hold> = self.table().drain().map(|(_, hold)| hold).collect();
+        holds.iter().for_each(|_| telemetry::hold(false));
+        holds
     }
 }

@@ -8,6 +8,7 @@ mod guard;
 mod live;
 mod outage;
 mod owner;
+mod record;
 mod shutdown;
 mod ticket;
 mod watchdog_task;
@@ -118,6 +119,7 @@ impl Shared {
         let leases = Arc::new(Leases::default());
         let queued = Arc::new(Queued::default());
         let claims = Arc::new(Claims::default());
+        crate::telemetry::describe();
         let (stop, stopped) = oneshot::channel();
         let watchdog = Watchdog {
             backend: backend.clone(),

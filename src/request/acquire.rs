@@ -49,7 +49,6 @@ impl RequestOptions {
             };
             guards.push(guard);
         }
-        metrics::waited(started.elapsed());
         Ok(RequestGuards::new(guards))
     }
 

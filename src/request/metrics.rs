@@ -1,12 +1,12 @@
-//! The layer's metrics, through the `metrics` facade (feature `metrics`; without it every call here
-//! compiles to nothing):
+//! The layer's metrics, per request, through the `metrics` facade (feature `metrics`; without it
+//! every call here compiles to nothing). The manager's (per acquisition, lease and Redis call) are
+//! in `crate::telemetry`.
 //!
-//! - `tower_lock_wait_seconds` (histogram): time from the start of an acquisition to holding every
-//!   lock of the request;
 //! - `tower_lock_hold_seconds` (histogram): time the locks of a request were held;
 //! - `tower_lock_rejections_total` (counter, label `reason`: `timeout`, `busy`, ...): requests the
 //!   layer answered itself;
-//! - `tower_lock_lease_lost_total` (counter): requests whose lease was lost while they held it;
+//! - `tower_lock_request_leases_lost_total` (counter): requests whose lease was lost while they
+//!   held it;
 //! - `tower_lock_waiters` (gauge): requests of this process acquiring a lock right now.
 
 use std::time::Duration;
@@ -15,6 +15,34 @@ use super::reject::RejectReason;
 
 /// Counts one request in `tower_lock_waiters` for as long as it lives.
 pub(crate) struct WaiterGauge(());
+
+/// Describe the layer's metrics to the installed recorder.
+pub(crate) fn describe() {
+    #[cfg(feature = "metrics")]
+    {
+        use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+        describe_histogram!(
+            "tower_lock_hold_seconds",
+            Unit::Seconds,
+            "Time the locks of one request were held."
+        );
+        describe_counter!(
+            "tower_lock_rejections_total",
+            Unit::Count,
+            "Requests the lock layer answered itself (label reason: invalid_key, timeout, busy, too_many_waiters, unavailable, lease_lost, failed)."
+        );
+        describe_counter!(
+            "tower_lock_request_leases_lost_total",
+            Unit::Count,
+            "Requests whose lease was lost while they held it."
+        );
+        describe_gauge!(
+            "tower_lock_waiters",
+            Unit::Count,
+            "Requests of this process acquiring their locks right now."
+        );
+    }
+}
 
 impl WaiterGauge {
     pub(crate) fn start() -> Self {
@@ -31,17 +59,12 @@ impl Drop for WaiterGauge {
     }
 }
 
-pub(crate) fn waited(_elapsed: Duration) {
-    #[cfg(feature = "metrics")]
-    metrics::histogram!("tower_lock_wait_seconds").record(_elapsed.as_secs_f64());
-}
-
 pub(crate) fn held(_elapsed: Duration, _lost: bool) {
     #[cfg(feature = "metrics")]
     {
         metrics::histogram!("tower_lock_hold_seconds").record(_elapsed.as_secs_f64());
         if _lost {
-            metrics::counter!("tower_lock_lease_lost_total").increment(1);
+            metrics::counter!("tower_lock_request_leases_lost_total").increment(1);
         }
     }
 }

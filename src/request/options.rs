@@ -73,6 +73,8 @@ pub struct RequestOptions {
 
 impl Default for RequestOptions {
     fn default() -> Self {
+        // every layer and middleware starts from here: its metrics get their help text
+        metrics::describe();
         RequestOptions {
             lock: LockOptions::exclusive(),
             wait: Wait::For(DEFAULT_WAIT_TIMEOUT),

@@ -32,6 +32,7 @@ use futures_util::future::join_all;
 
 use crate::backend::{Backend, LockParty};
 use crate::lease::LostSignal;
+use crate::telemetry;
 
 /// Fair grants held under their short claim lease: the next heartbeat round extends each to its
 /// holder's lease, in batches, instead of one command per grant on the hand-off path.
@@ -131,7 +132,9 @@ async fn extend_batch(backend: &Backend, claims: &Claims, batch: &[(LockParty, C
         Ok(extended) => {
             for ((_, claim), ok) in batch.iter().zip(extended) {
                 if !(ok && claim.lost.extend(started + lease)) {
-                    tracing::warn!("fair grant lost before its claim lease was extended");
+                    let key = claim.lost.key();
+                    tracing::warn!(key, "fair grant lost before its claim lease was extended");
+                    telemetry::lease_lost("claim");
                     claim.lost.fire();
                 }
             }
@@ -154,8 +157,8 @@ mod tests {
             id: Arc::from("k"),
             owner: Arc::from("m:1"),
         };
-        let earlier = Arc::new(LostSignal::new(None));
-        let later = Arc::new(LostSignal::new(None));
+        let earlier = Arc::new(LostSignal::new(Arc::from("k"), None));
+        let later = Arc::new(LostSignal::new(Arc::from("k"), None));
         claims.add(lock.clone(), Duration::from_secs(30), later.clone());
         // the earlier guard of the same owner is released: the later grant's claim stays
         claims.remove(&lock, &earlier);

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::backend::LockParty;
 use crate::ids::OwnerId;
 use crate::lease::LostSignal;
+use crate::telemetry;
 use crate::waiters::LockId;
 
 #[derive(Debug)]
@@ -37,6 +38,7 @@ impl Leases {
     /// valid until `valid_until`.
     pub(crate) fn hold(
         &self,
+        key: &Arc<str>,
         id: &LockId,
         owner: &OwnerId,
         token: u64,
@@ -45,7 +47,7 @@ impl Leases {
         let mut table = self.table();
         let fresh = || Lease {
             guards: 0,
-            lost: Arc::new(LostSignal::new(Some(valid_until))),
+            lost: Arc::new(LostSignal::new(key.clone(), Some(valid_until))),
             token,
         };
         let lease = table
@@ -115,30 +117,52 @@ impl Leases {
         let Some(entry) = table.get_mut(&key).filter(|entry| entry.token == token) else {
             return;
         };
+        let name = entry.lost.key();
         let lost = match outcome {
             Some(true) => {
                 let in_time = entry.lost.extend(started + lease);
                 if !in_time {
-                    tracing::warn!("lock lease lost: renewed only after it could have run out");
+                    tracing::warn!(
+                        key = name,
+                        "lock lease lost: renewed only after it could have run out"
+                    );
                 }
-                !in_time
+                renewal(if in_time { "renewed" } else { "late" })
             }
             Some(false) => {
-                tracing::warn!("lock lease lost: the lock was gone at renewal");
-                true
+                tracing::warn!(key = name, "lock lease lost: the lock was gone at renewal");
+                renewal("gone")
             }
             None => {
                 let expired = entry.lost.is_lost();
                 if expired {
-                    tracing::warn!("lock lease lost: not renewed for a whole lease period");
+                    tracing::warn!(
+                        key = name,
+                        "lock lease lost: not renewed for a whole lease period"
+                    );
+                }
+                telemetry::renewed("failed", 1);
+                if expired {
+                    telemetry::lease_lost("expired");
                 }
                 expired
             }
         };
         if lost {
-            tracing::debug!(lock = %lock.id, "lease lost");
+            tracing::debug!(key = entry.lost.key(), lock = %lock.id, "lease lost");
             entry.lost.fire();
             table.remove(&key);
         }
     }
+}
+
+/// Count a renewal that reached Redis: `renewed`, or the lease lost for `cause` (true).
+fn renewal(cause: &'static str) -> bool {
+    if cause == "renewed" {
+        telemetry::renewed("renewed", 1);
+        return false;
+    }
+    telemetry::renewed("lost", 1);
+    telemetry::lease_lost(cause);
+    true
 }

@@ -15,3 +15,4 @@ mod plain_service;
 #[cfg(feature = "metrics")]
 mod recorder;
 mod redis_replicas;
+mod spans;

@@ -146,7 +146,15 @@ fn waits_holds_rejections_and_waiters_are_recorded() {
 
     let values = store.values.lock().unwrap_or_else(|p| p.into_inner());
     let get = |name: &str| values.get(name).cloned().unwrap_or_default();
-    assert_eq!(get("tower_lock_wait_seconds").len(), 2, "{values:?}");
+    // every acquisition, by the manager: the two requests that got the lock, the busy one, and
+    // the direct acquire
+    let waits = |outcome: &str| {
+        get(&format!(
+            "tower_lock_wait_seconds{{outcome={outcome},mode=exclusive}}"
+        ))
+    };
+    assert_eq!(waits("acquired").len(), 3, "{values:?}");
+    assert_eq!(waits("busy").len(), 1, "{values:?}");
     let holds = get("tower_lock_hold_seconds");
     assert_eq!(holds.len(), 2, "{values:?}");
     assert!(
@@ -165,5 +173,9 @@ fn waits_holds_rejections_and_waiters_are_recorded() {
         "three acquisitions, in and out: {waiters:?}"
     );
     assert_eq!(waiters.iter().sum::<f64>(), 0.0, "nobody waits any more");
-    assert_eq!(get("tower_lock_lease_lost_total"), [1.0], "{values:?}");
+    assert_eq!(
+        get("tower_lock_request_leases_lost_total"),
+        [1.0],
+        "{values:?}"
+    );
 }

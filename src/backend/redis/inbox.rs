@@ -265,6 +265,7 @@ impl Inbox {
             match self.subscribe().await {
                 Ok(sub) => {
                     tracing::info!(channel = %self.channel, "lock inbox reconnected");
+                    crate::telemetry::inbox_reconnected();
                     return sub;
                 }
                 Err(err) => {

@@ -140,6 +140,19 @@ impl RedisBackend {
         call: &ScriptCall,
         patience: Duration,
     ) -> Result<T, BoxError> {
+        let started = std::time::Instant::now();
+        let outcome = self.call_within(hint, call, patience).await;
+        crate::telemetry::redis_call(outcome.is_ok(), started.elapsed());
+        outcome
+    }
+
+    /// [`Self::invoke_within`] without its latency record.
+    async fn call_within<T: FromRedisValue>(
+        &self,
+        hint: u64,
+        call: &ScriptCall,
+        patience: Duration,
+    ) -> Result<T, BoxError> {
         let too_slow =
             || -> BoxError { format!("Redis did not answer within {:?}", self.timeout).into() };
         // Getting a connection is bounded by the command timeout too (a user's bb8 pool may wait
