@@ -52,6 +52,8 @@ enum Target {
     RedisPool(redis::RedisPool, redis::Endpoint),
     #[cfg(feature = "redis")]
     Quorum(Vec<redis::Endpoint>),
+    #[cfg(feature = "redis")]
+    Sentinel(Vec<redis::Endpoint>, String),
 }
 
 impl Default for LockManagerBuilder {
@@ -161,6 +163,40 @@ impl LockManagerBuilder {
         self
     }
 
+    /// Keep locks in the master of the Redis service `service`, as the Sentinels at `sentinels`
+    /// (`redis://host:26379`) name it. Each connection asks them for the master when it opens, so
+    /// after a failover the manager's connections go to the new master: a connection still on the
+    /// old one fails (READONLY, or closed) and is opened again. Connections to the master use the
+    /// credentials and database of the first Sentinel URL.
+    ///
+    /// Replication is asynchronous: a failover to a replica that had not received the latest
+    /// grants forgets them, as a restart without persistence would (see the README, "Redis
+    /// requirements"). Every holder whose lock was forgotten learns it at its next renewal.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), tower_lock::LockError> {
+    /// use tower_lock::LockManager;
+    ///
+    /// let manager = LockManager::builder()
+    ///     .sentinel(["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"], "mymaster")
+    ///     .build()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "redis")]
+    pub fn sentinel<I, S>(mut self, sentinels: I, service: impl Into<String>) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let sentinels = sentinels
+            .into_iter()
+            .map(|url| redis::Endpoint::Url(url.into()));
+        self.target = Target::Sentinel(sentinels.collect(), service.into());
+        self
+    }
+
     /// Quorum managers: how long one master may take to answer a command (default 250 ms) before
     /// it counts as failed (its connection is then replaced, and opening one is bounded by this
     /// too). Keep it well under the lease. An attempt never waits for a slow master once the others
@@ -180,13 +216,23 @@ impl LockManagerBuilder {
             #[cfg(feature = "redis")]
             Target::Redis(ref server) => {
                 let info = server.resolve()?;
-                let (redis, stop) = redis::connect(&info, None, &self.settings(), &wiring).await?;
+                let (redis, stop) =
+                    redis::connect(info.into(), None, &self.settings(), &wiring).await?;
                 (Backend::Redis(redis), stop)
             }
             #[cfg(feature = "redis")]
             Target::RedisPool(ref pool, ref server) => {
                 let (info, pool) = (server.resolve()?, Some(pool.clone()));
-                let (redis, stop) = redis::connect(&info, pool, &self.settings(), &wiring).await?;
+                let (redis, stop) =
+                    redis::connect(info.into(), pool, &self.settings(), &wiring).await?;
+                (Backend::Redis(redis), stop)
+            }
+            #[cfg(feature = "redis")]
+            Target::Sentinel(ref sentinels, ref service) => {
+                let infos = (sentinels.iter().map(redis::Endpoint::resolve))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let master = redis::Locator::sentinel(infos, service)?;
+                let (redis, stop) = redis::connect(master, None, &self.settings(), &wiring).await?;
                 (Backend::Redis(redis), stop)
             }
             #[cfg(feature = "redis")]

@@ -14,6 +14,7 @@ mod lease_deadlines;
 mod names;
 mod redis_faults;
 mod reentry;
+mod sentinel;
 mod shutdown;
 #[cfg(feature = "tls")]
 mod tls;

@@ -15,6 +15,7 @@ pub mod fixture;
 pub mod masters;
 pub mod proxy;
 mod resp;
+pub mod sentinel;
 mod spawn;
 pub mod stats;
 pub mod tls;

@@ -4,8 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::ConnectionInfo;
-
+use super::locator::Locator;
 use super::{
     CommandPool, Connector, Inbox, KeySpace, RedisBackend, RedisPool, Subscription, Unclaimed,
 };
@@ -37,12 +36,18 @@ pub(crate) struct Server {
 /// The manager's backend on the server of `info`, subscribed, with its inbox running. Commands go
 /// through `user_pool` when one is given. Fails when the inbox cannot subscribe.
 pub(crate) async fn connect(
-    info: &ConnectionInfo,
+    server: Locator,
     user_pool: Option<RedisPool>,
     settings: &Settings,
     wiring: &Wiring,
 ) -> Result<(Arc<RedisBackend>, InboxStop), LockError> {
-    let server = open_server(info, user_pool, settings.command_timeout, settings, wiring)?;
+    let server = open_server(
+        server,
+        user_pool,
+        settings.command_timeout,
+        settings,
+        wiring,
+    )?;
     let subscription =
         (server.inbox.subscribe().await).map_err(|err| LockError::unavailable("", err))?;
     let mut stop = InboxStop::default();
@@ -54,26 +59,25 @@ pub(crate) async fn connect(
 /// The server of `info`, not yet subscribed: a backend whose commands are bounded by `timeout`,
 /// through `user_pool` or a pool of our own, and its inbox.
 pub(crate) fn open_server(
-    info: &ConnectionInfo,
+    server: Locator,
     user_pool: Option<RedisPool>,
     timeout: Duration,
     settings: &Settings,
     wiring: &Wiring,
 ) -> Result<Server, LockError> {
-    let client = redis::Client::open(info.clone())
-        .map_err(|err| LockError::Config(format!("invalid Redis connection info: {err}")))?;
     let name = connection_name(&wiring.manager_id);
     let pool = match user_pool {
         Some(pool) => CommandPool::user(pool),
         None => {
-            let connector = Connector::new(client.clone(), timeout, name.clone());
+            let connector = Connector::new(server.clone(), timeout, name.clone());
             CommandPool::own(connector, settings.pool_size, timeout)
         }
     };
     let keys = KeySpace::new(&settings.namespace);
     let channel = keys.inbox(&wiring.manager_id);
+    let described = server.describe();
     let inbox = Inbox::new(
-        &client,
+        server,
         channel,
         settings.command_timeout,
         name,
@@ -84,7 +88,7 @@ pub(crate) fn open_server(
     Ok(Server {
         backend: Arc::new(backend),
         inbox,
-        name: client.get_connection_info().addr().to_string(),
+        name: described,
     })
 }
 

@@ -7,26 +7,29 @@ use std::time::Duration;
 
 use redis::{AsyncConnectionConfig, Client, RedisError};
 
+use super::locator::Locator;
+
 use super::batcher::CommandBatcher;
 
 /// Opens the pool's connections with our timeouts and our name.
 #[derive(Debug, Clone)]
 pub(crate) struct Connector {
-    client: Client,
+    /// Where each connection goes (asked again for every connection).
+    server: Locator,
     config: AsyncConnectionConfig,
     /// `CLIENT SETNAME` of every connection.
     name: String,
 }
 
 impl Connector {
-    pub(crate) fn new(client: Client, timeout: Duration, name: String) -> Self {
+    pub(crate) fn new(server: Locator, timeout: Duration, name: String) -> Self {
         // No response timeout here: the backend bounds every command itself, and a second timer
         // per command would cost a wake-up of the runtime's timer driver.
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(None);
         Connector {
-            client,
+            server,
             config,
             name,
         }
@@ -48,8 +51,8 @@ impl std::fmt::Debug for Tracked {
 impl Connector {
     /// Open a connection, name it, and load every script on it.
     async fn open(&self) -> Result<Tracked, RedisError> {
-        let mut conn = self
-            .client
+        let client = Client::open(self.server.current().await?)?;
+        let mut conn = client
             .get_multiplexed_async_connection_with_config(&self.config)
             .await?;
         // Load every script in one round trip: a fresh connection often means a fresh server (a

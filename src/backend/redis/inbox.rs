@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, ProtocolVersion, PushInfo, PushKind, RedisError};
+
+use super::locator::Locator;
 use tokio::sync::{oneshot, Notify};
 
 use crate::backend::jitter;
@@ -99,7 +101,8 @@ impl std::fmt::Debug for Subscription {
 /// The subscription of one manager.
 #[derive(Clone)]
 pub(crate) struct Inbox {
-    client: Client,
+    /// Where each (re)connection goes.
+    server: Locator,
     channel: String,
     timeout: Duration,
     /// `CLIENT SETNAME` of the connection.
@@ -116,26 +119,17 @@ impl std::fmt::Debug for Inbox {
 }
 
 impl Inbox {
-    /// An inbox on `client`'s server for `channel`, delivering to `waiters`; its connection is
-    /// called `name`.
+    /// An inbox on `server` for `channel`, delivering to `waiters`; its connection is called
+    /// `name`.
     pub(crate) fn new(
-        client: &Client,
+        server: Locator,
         channel: String,
         timeout: Duration,
         name: String,
         waiters: Arc<WaitRegistry>,
     ) -> Result<Self, LockError> {
-        // The same server and credentials, spoken in RESP3 so that messages come as pushes.
-        let info = client.get_connection_info().clone();
-        let settings = info
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
-        let client = Client::open(info.set_redis_settings(settings)).map_err(|err| {
-            LockError::Config(format!("invalid Redis connection settings: {err}"))
-        })?;
         Ok(Inbox {
-            client,
+            server,
             channel,
             timeout,
             name,
@@ -144,6 +138,13 @@ impl Inbox {
                 unclaimed: OnceLock::new(),
             }),
         })
+    }
+
+    /// A client for the server (as it is now), speaking RESP3 so that messages come as pushes.
+    async fn resp3_client(&self) -> Result<Client, RedisError> {
+        let info = self.server.current().await?;
+        let settings = (info.redis_settings().clone()).set_protocol(ProtocolVersion::RESP3);
+        Client::open(info.set_redis_settings(settings))
     }
 
     /// Connect, name the connection, and subscribe to this manager's channel.
@@ -172,8 +173,7 @@ impl Inbox {
             .set_push_sender(on_push);
         let attempt = live.clone();
         let connect = async {
-            let mut conn = self
-                .client
+            let mut conn = (self.resp3_client().await?)
                 .get_multiplexed_async_connection_with_config(&config)
                 .await?;
             let mut name = redis::cmd("CLIENT");
@@ -250,11 +250,17 @@ impl Inbox {
         }
     }
 
-    /// Whether the connection answers a PING within the command timeout.
+    /// Whether the connection answers a PING within the command timeout. Under Sentinel it must
+    /// also still be on the master (`ROLE`): a failover that demoted this server leaves the
+    /// connection open, but releases are published on the new master now.
     async fn answers(&self, sub: &mut Subscription) -> bool {
-        let cmd = redis::cmd("PING");
+        let sentinel = matches!(self.server, Locator::Sentinel(_));
+        let cmd = redis::cmd(if sentinel { "ROLE" } else { "PING" });
         let ping = cmd.query_async::<redis::Value>(&mut sub.conn);
-        matches!(tokio::time::timeout(self.timeout, ping).await, Ok(Ok(_)))
+        match tokio::time::timeout(self.timeout, ping).await {
+            Ok(Ok(reply)) => !sentinel || is_master(&reply),
+            _ => false,
+        }
     }
 
     async fn reconnect(&self) -> Subscription {
@@ -277,9 +283,30 @@ impl Inbox {
     }
 }
 
+/// Whether a `ROLE` reply says master.
+fn is_master(reply: &redis::Value) -> bool {
+    let redis::Value::Array(fields) = reply else {
+        return false;
+    };
+    match fields.first() {
+        Some(redis::Value::BulkString(role)) => role == b"master",
+        Some(redis::Value::SimpleString(role)) => role == "master",
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_grant;
+    use super::{is_master, parse_grant};
+    use redis::Value;
+
+    #[test]
+    fn role_replies_tell_a_master_from_a_replica() {
+        let role = |name: &str| Value::Array(vec![Value::BulkString(name.into()), Value::Int(0)]);
+        assert!(is_master(&role("master")));
+        assert!(!is_master(&role("slave")));
+        assert!(!is_master(&Value::SimpleString("PONG".into())));
+    }
 
     #[test]
     fn grants_parse_even_when_the_lock_name_has_bars() {

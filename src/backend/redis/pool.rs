@@ -28,10 +28,13 @@ pub(crate) struct BrokenFlag(Option<Arc<AtomicBool>>);
 
 impl BrokenFlag {
     pub(crate) fn check(&self, err: &RedisError) {
+        // READONLY: the server is a replica now (a failover demoted it): the next connection
+        // goes to whatever server is the master then.
         let dead = err.is_io_error()
             || err.is_connection_dropped()
             || err.is_unrecoverable_error()
-            || err.is_timeout();
+            || err.is_timeout()
+            || err.code() == Some("READONLY");
         if let (true, Some(flag)) = (dead, &self.0) {
             flag.store(true, Ordering::Relaxed);
         }
