@@ -3,6 +3,9 @@
 // other processes, the builder's Redis paths) is partly unused.
 #![cfg_attr(not(feature = "redis"), allow(unused, irrefutable_let_patterns))]
 #![warn(missing_docs)]
+// A dependency the library does not use fails the build. Test builds of the library are left out:
+// they also link the dev-dependencies, which each test target uses only in part.
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
 //! # tower-lock
 //!
 //! Serialize work on a resource across every replica of a service: "only one request at a time may
