@@ -1,4 +1,6 @@
 #![forbid(unsafe_code)]
+// On docs.rs (nightly, `--cfg docsrs`), each item behind a feature is marked with that feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 // Without the Redis backend, the plumbing it shares with memory (waiter records, wake-ups to
 // other processes, the builder's Redis paths) is partly unused.
 #![cfg_attr(not(feature = "redis"), allow(unused, irrefutable_let_patterns))]
