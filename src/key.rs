@@ -21,12 +21,15 @@ use crate::error::KeyError;
 
 /// Lock the resource a path is about: `pattern("/accounts/{id}")` locks `accounts/42` for
 /// `/accounts/42` and for every path below it (`/accounts/42/orders/7`); a path it does not match
-/// passes through without a lock.
+/// passes through without a lock, or is rejected with 400 when the pattern is
+/// [`Pattern::required`].
 ///
 /// A `{name}` segment matches any one non-empty segment; other segments must match exactly
 /// (case-sensitive). The name is the matched segments joined by `/`, each in one canonical spelling
 /// (percent escapes decoded, then everything but unreserved characters re-escaped), so that
-/// `/accounts/4%32` and `/accounts/42` lock the same account. Empty segments (`//`) are ignored.
+/// `/accounts/4%32` and `/accounts/42` lock the same account. An empty segment (`//`) matches
+/// nothing: `/accounts//deposit/1` is not `accounts/deposit`, since no router would route it as
+/// account `deposit` either.
 ///
 /// ```
 /// use tower_lock::key::{self, KeyExtractor};
@@ -45,6 +48,9 @@ pub fn pattern(pattern: &str) -> Pattern {
 
 /// Lock the whole request path, in canonical spelling (see [`pattern`]) with its leading `/`, without
 /// the query string: `/accounts/42/orders` locks `/accounts/42/orders`; `/` locks `/`.
+///
+/// Empty segments are dropped (`/a//b` locks `/a/b`): the name covers the whole path, so this can
+/// only make two spellings share one lock, never let a request escape the lock of its resource.
 pub fn path() -> Path {
     Path
 }

@@ -52,6 +52,12 @@ pub(crate) fn segments(path: &str) -> impl Iterator<Item = &str> {
     path.split('/').filter(|segment| !segment.is_empty())
 }
 
+/// Every segment of a path as sent, empty ones included, after its one leading `/`
+/// (`"/a//b/"` has four: `a`, ``, `b` and ``), for matching that must see `//` as routers do.
+pub(crate) fn raw_segments(path: &str) -> impl Iterator<Item = &str> {
+    path.strip_prefix('/').unwrap_or(path).split('/')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

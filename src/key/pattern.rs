@@ -1,6 +1,6 @@
 //! `key::pattern("/accounts/{id}")`: the resource a path is about, as a lock name.
 
-use super::canonical::{push_segment, segments};
+use super::canonical::{push_segment, raw_segments, segments};
 use super::extract::KeyExtractor;
 use super::keys::Keys;
 use super::view::RequestView;
@@ -19,6 +19,7 @@ enum Segment {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pattern {
     segments: Vec<Segment>,
+    required: bool,
 }
 
 impl Pattern {
@@ -34,7 +35,21 @@ impl Pattern {
                 }
             })
             .collect();
-        Pattern { segments }
+        Pattern {
+            segments,
+            required: false,
+        }
+    }
+
+    /// Reject requests the pattern does not match (400 Bad Request, gRPC `INVALID_ARGUMENT`)
+    /// instead of letting them through without a lock.
+    ///
+    /// Use it when every request behind the layer must be locked: a router nested under a prefix
+    /// the pattern omits, or a typo in the pattern, then shows up as 400s, not as handlers that
+    /// silently run unlocked.
+    pub fn required(mut self) -> Self {
+        self.required = true;
+        self
     }
 
     /// The lock name for `path`, or `None` when the pattern does not match it.
@@ -43,9 +58,10 @@ impl Pattern {
             return Some("/".to_owned());
         }
         let mut name = String::with_capacity(path.len());
-        let mut path_segments = segments(path);
+        let mut path_segments = raw_segments(path);
         for (i, segment) in self.segments.iter().enumerate() {
-            let raw = path_segments.next()?;
+            // An empty segment (`//`) matches nothing: routers do not skip it either.
+            let raw = path_segments.next().filter(|raw| !raw.is_empty())?;
             if i > 0 {
                 name.push('/');
             }
@@ -65,6 +81,10 @@ impl KeyExtractor for Pattern {
     fn extract(&self, req: &dyn RequestView) -> Result<Keys, KeyError> {
         match self.name_for(req.path()) {
             Some(name) => LockKey::new(name).map(Keys::one),
+            None if self.required => Err(KeyError::Extract(format!(
+                "path {} does not match the lock pattern",
+                req.path()
+            ))),
             None => Ok(Keys::none()),
         }
     }
@@ -118,5 +138,39 @@ mod tests {
             Some("/")
         );
         assert_eq!(Pattern::new("/{id}").name_for("/7/x").as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn empty_segments_never_match() {
+        let p = Pattern::new("/accounts/{id}");
+        assert_eq!(p.name_for("/accounts//deposit/1"), None);
+        assert_eq!(p.name_for("//accounts/42"), None);
+        assert_eq!(
+            p.name_for("/accounts/42//x").as_deref(),
+            Some("accounts/42")
+        );
+        let literal = Pattern::new("/a/b/{id}");
+        assert_eq!(literal.name_for("/a//b/1"), None);
+    }
+
+    #[test]
+    fn required_patterns_reject_what_they_do_not_match() {
+        let p = Pattern::new("/accounts/{id}").required();
+        let get = |path: &str| http::Request::get(path).body(()).expect("request");
+        assert!(matches!(
+            p.extract(&get("/api/accounts/42")),
+            Err(KeyError::Extract(_))
+        ));
+        assert!(matches!(
+            p.extract(&get("/accounts//deposit/1")),
+            Err(KeyError::Extract(_))
+        ));
+        let names: Vec<String> = p
+            .extract(&get("/accounts/42"))
+            .expect("matched")
+            .iter()
+            .map(LockKey::to_string)
+            .collect();
+        assert_eq!(names, ["accounts/42"]);
     }
 }

@@ -126,6 +126,53 @@ async fn unusable_keys_answer_400() {
 }
 
 #[tokio::test]
+async fn required_patterns_answer_400_for_paths_they_do_not_match() {
+    let manager = LockManager::memory();
+    let bank = Arc::new(Bank::default());
+    // the outer layer's pattern omits the `/api` prefix the router nests the bank under
+    let required = LockLayer::new(manager.clone(), key::pattern("/accounts/{id}").required());
+    let app = Router::new()
+        .nest("/api", bank_routes(bank.clone()))
+        .route("/accounts/{id}", put(|| async { "top" }))
+        .fallback(|| async { "fallback" })
+        .layer(required);
+    let addr = serve(app).await;
+    let client = HttpClient::default();
+
+    let nested = client.send("PUT", addr, "/api/accounts/1").await;
+    assert_eq!(nested.status, StatusCode::BAD_REQUEST, "{}", nested.body);
+    assert_eq!(bank.balance(1), 0, "the handler never ran unlocked");
+    let empty_segment = client.send("PUT", addr, "/accounts//deposit/1").await;
+    assert_eq!(empty_segment.status, StatusCode::BAD_REQUEST);
+    let top = client.send("PUT", addr, "/accounts/1").await;
+    assert_eq!((top.status, top.body.as_str()), (StatusCode::OK, "top"));
+}
+
+#[tokio::test]
+async fn an_empty_path_segment_is_never_a_pattern_parameter() {
+    let manager = LockManager::memory();
+    let layer = LockLayer::new(manager.clone(), key::pattern("/accounts/{id}"))
+        .wait_timeout(Duration::from_millis(50));
+    let app = Router::new()
+        .route("/accounts/{id}", put(|| async { "account" }))
+        .fallback(|| async { "fallback" })
+        .layer(layer);
+    let addr = serve(app).await;
+    let client = HttpClient::default();
+
+    // were `/accounts//deposit/1` locked as `accounts/deposit`, it would wait for this and get 503
+    let _held = manager
+        .acquire("accounts/deposit", &LockOptions::exclusive())
+        .await
+        .expect("hold");
+    let reply = client.send("PUT", addr, "/accounts//deposit/1").await;
+    assert_eq!(
+        (reply.status, reply.body.as_str()),
+        (StatusCode::OK, "fallback")
+    );
+}
+
+#[tokio::test]
 async fn nested_layers_and_the_handler_reenter_the_request_lock() {
     let manager = LockManager::memory();
     let handler = |Extension(owner): Extension<LockOwner>,
