@@ -4,7 +4,8 @@
 //! `Server::builder().layer(..)`, hyper services and `tower::ServiceBuilder`.
 //!
 //! For each request the service derives the lock names synchronously in `call` (no name: the request
-//! passes through untouched); its future acquires them in sorted order, then waits for the inner
+//! passes through untouched, logged at DEBUG with its path and counted in the counter
+//! `tower_lock_unlocked_total` with feature `metrics`); its future acquires them in sorted order, then waits for the inner
 //! service to be ready and calls it, and releases the locks when the response is ready (or, with
 //! [`LockLayer::hold_until_body_end`], when its body ends). The layer answers some requests itself
 //! — never with an error, so it fits axum's `Infallible` services:

@@ -13,7 +13,7 @@ use super::{LayerPolicy, LockBody};
 use crate::error::LockError;
 use crate::key::KeyExtractor;
 use crate::manager::LockManager;
-use crate::request::{is_grpc, owner, Rejection};
+use crate::request::{is_grpc, owner, passed_unlocked, Rejection};
 
 /// The service a [`LockLayer`](super::LockLayer) wraps around an inner service: every request runs
 /// under the locks its extractor names.
@@ -106,6 +106,7 @@ where
             }
         };
         if keys.is_empty() {
+            passed_unlocked(req.method().as_str(), req.uri().path());
             return ResponseFuture::new(Acquire::Nothing, inner, req, policy, grpc);
         }
         let owner = owner(&self.manager, req.extensions_mut());

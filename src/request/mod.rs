@@ -14,6 +14,7 @@ mod metrics;
 mod options;
 mod policy;
 mod reject;
+mod unlocked;
 
 pub(crate) use body::BodyGuards;
 pub use body::LeaseLostError;
@@ -26,3 +27,4 @@ pub(crate) use guards::{owner, publish, RequestGuards};
 pub use options::{OnLeaseLost, RequestOptions, DEFAULT_RETRY_AFTER, DEFAULT_WAIT_TIMEOUT};
 pub(crate) use policy::Policy;
 pub use reject::{RejectReason, Rejection};
+pub(crate) use unlocked::passed as passed_unlocked;

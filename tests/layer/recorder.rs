@@ -179,3 +179,40 @@ fn waits_holds_rejections_and_waiters_are_recorded() {
         "{values:?}"
     );
 }
+
+#[test]
+fn requests_that_pass_without_a_lock_are_counted() {
+    let store = Arc::new(Store::default());
+    let recorder = TestRecorder(store.clone());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(async {
+            let service = ServiceBuilder::new()
+                .layer(LockLayer::new(
+                    LockManager::memory(),
+                    key::pattern("/accounts/{id}"),
+                ))
+                .service_fn(|_req: Request<Full<Bytes>>| async {
+                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::new())))
+                });
+            for path in ["/accounts/1", "/health", "/accounts/2/orders"] {
+                let req = Request::put(path)
+                    .body(Full::new(Bytes::new()))
+                    .expect("request");
+                let reply = service.clone().oneshot(req).await.expect("infallible");
+                assert_eq!(reply.status(), StatusCode::OK);
+            }
+        })
+    });
+
+    let values = store.values.lock().unwrap_or_else(|p| p.into_inner());
+    assert_eq!(
+        values.get("tower_lock_unlocked_total").cloned(),
+        Some(vec![1.0]),
+        "only /health passed unlocked: {values:?}"
+    );
+    assert_eq!(values.get("tower_lock_hold_seconds").map(Vec::len), Some(2));
+}
