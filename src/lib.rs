@@ -68,6 +68,8 @@
 
 #[cfg(feature = "actix")]
 pub mod actix;
+#[cfg(feature = "axum")]
+pub mod axum;
 mod backend;
 mod background;
 mod error;

@@ -8,6 +8,8 @@ mod support;
 #[path = "../web/mod.rs"]
 mod web;
 
+#[cfg(feature = "axum")]
+mod axum_router;
 mod grpc;
 mod http_server;
 mod lifetimes;
