@@ -81,6 +81,8 @@ mod manager;
 mod options;
 mod request;
 mod telemetry;
+#[cfg(feature = "tonic")]
+mod tonic_status;
 mod waiters;
 mod watchdog;
 

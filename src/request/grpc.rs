@@ -1,10 +1,37 @@
 //! What the request core reads and writes of gRPC: telling a gRPC request apart, the deadline in its
-//! `grpc-timeout` header, and the percent-encoding of `grpc-message`.
+//! `grpc-timeout` header, and the trailers-only response that answers a rejected call (built by
+//! tonic's `Status` with the feature `tonic`, by hand without it).
 
 use std::time::Duration;
 
+use bytes::Bytes;
+
+/// A trailers-only gRPC response: HTTP 200, `grpc-status` `code` and `grpc-message` `message` in the
+/// headers, no body; tonic's own, so it reads exactly as tonic's services answer.
+#[cfg(feature = "tonic")]
+pub(super) fn trailers_only(code: u8, message: &str) -> http::Response<Bytes> {
+    tonic::Status::new(tonic::Code::from(i32::from(code)), message).into_http()
+}
+
+/// A trailers-only gRPC response: HTTP 200, `grpc-status` `code` and `grpc-message` `message` in the
+/// headers, no body; written by hand, so the layer answers gRPC properly without tonic.
+#[cfg(not(feature = "tonic"))]
+pub(super) fn trailers_only(code: u8, message: &str) -> http::Response<Bytes> {
+    use http::header::{HeaderValue, CONTENT_TYPE};
+
+    let mut response = http::Response::new(Bytes::new());
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert("grpc-status", HeaderValue::from(u16::from(code)));
+    if let Ok(value) = HeaderValue::from_str(&grpc_message(message)) {
+        headers.insert("grpc-message", value);
+    }
+    response
+}
+
 /// gRPC messages are percent-encoded: everything outside printable ASCII, and `%` itself.
-pub(super) fn grpc_message(message: &str) -> String {
+#[cfg(not(feature = "tonic"))]
+fn grpc_message(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
     for byte in message.bytes() {
         if (0x20..0x7f).contains(&byte) && byte != b'%' {

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::StatusCode;
 
-use super::grpc::grpc_message;
+use super::grpc::trailers_only;
 use crate::error::LockError;
 
 /// Why a request was answered by the layer instead of its handler.
@@ -169,17 +169,7 @@ impl Rejection {
             None => self.reason.to_string(),
         };
         let mut response = if self.grpc {
-            let mut response = http::Response::new(Bytes::new());
-            let headers = response.headers_mut();
-            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-            headers.insert(
-                "grpc-status",
-                HeaderValue::from(u16::from(self.reason.grpc_code())),
-            );
-            if let Ok(value) = HeaderValue::from_str(&grpc_message(&message)) {
-                headers.insert("grpc-message", value);
-            }
-            response
+            trailers_only(self.reason.grpc_code(), &message)
         } else {
             let mut response = http::Response::new(Bytes::from(message + "\n"));
             *response.status_mut() = self.reason.status();
@@ -236,9 +226,17 @@ mod tests {
         let response = lost.default_response();
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(response.headers()["grpc-status"], "10");
+        assert_eq!(response.headers()["content-type"], "application/grpc");
+        #[cfg(not(feature = "tonic"))]
         assert_eq!(
             response.headers()["grpc-message"],
             "the lock was lost while the request ran: caf%C3%A9 100%25"
+        );
+        // tonic escapes spaces too
+        #[cfg(feature = "tonic")]
+        assert_eq!(
+            response.headers()["grpc-message"],
+            "the%20lock%20was%20lost%20while%20the%20request%20ran:%20caf%C3%A9%20100%25"
         );
         assert!(response.body().is_empty());
     }
