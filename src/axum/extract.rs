@@ -80,3 +80,22 @@ impl IntoResponse for Rejection {
             .into_response()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::RejectReason;
+
+    #[tokio::test]
+    async fn rejections_and_missing_locks_are_responses() {
+        let busy = Rejection::new(RejectReason::Busy, Some("accounts/42".into()), None);
+        assert_eq!(busy.into_response().status(), StatusCode::CONFLICT);
+        let (mut parts, ()) = http::Request::new(()).into_parts();
+        let missing = <LockInfo as FromRequestParts<()>>::from_request_parts(&mut parts, &()).await;
+        let response = missing.map(|_| ()).unwrap_err().into_response();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let optional =
+            <LockOwner as OptionalFromRequestParts<()>>::from_request_parts(&mut parts, &()).await;
+        assert!(matches!(optional, Ok(None)));
+    }
+}
