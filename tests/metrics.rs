@@ -62,6 +62,13 @@ async fn every_metric_is_described_typed_and_labelled() {
     let busy = service.clone().oneshot(put("/b")).await.unwrap();
     assert_eq!(busy.status(), StatusCode::CONFLICT);
     other.release().await.unwrap();
+    let routes = ServiceBuilder::new()
+        .layer(LockLayer::new(m.clone(), key::pattern("/accounts/{id}")))
+        .service_fn(|_req: Request<String>| async {
+            Ok::<_, Infallible>(Response::new(String::new()))
+        });
+    let unmatched = routes.oneshot(put("/health")).await.unwrap();
+    assert_eq!(unmatched.status(), StatusCode::OK);
 
     // renewals go on; then the lock is deleted behind its holder, and the inbox is cut
     let scraped = || exporter.render();
@@ -110,6 +117,7 @@ async fn every_metric_is_described_typed_and_labelled() {
         ("tower_lock_hold_seconds", "histogram"),
         ("tower_lock_rejections_total", "counter"),
         ("tower_lock_waiters", "gauge"),
+        ("tower_lock_unlocked_total", "counter"),
     ] {
         has(&format!("# TYPE {name} {kind}"));
         starts(&format!("# HELP {name} "));
@@ -123,6 +131,7 @@ async fn every_metric_is_described_typed_and_labelled() {
     starts("tower_lock_redis_call_seconds_count{result=\"ok\"}");
     starts("tower_lock_redis_call_seconds_count{result=\"error\"}");
     starts("tower_lock_rejections_total{reason=\"busy\"} 1");
+    has("tower_lock_unlocked_total 1");
     has("tower_lock_holds 0");
     has("tower_lock_waiters 0");
 }

@@ -7,7 +7,8 @@
 //!   layer answered itself;
 //! - `tower_lock_request_leases_lost_total` (counter): requests whose lease was lost while they
 //!   held it;
-//! - `tower_lock_waiters` (gauge): requests of this process acquiring a lock right now.
+//! - `tower_lock_waiters` (gauge): requests of this process acquiring a lock right now;
+//! - `tower_lock_unlocked_total` (counter, in `unlocked.rs`): requests that passed without a lock.
 
 use std::time::Duration;
 
