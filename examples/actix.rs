@@ -3,11 +3,12 @@
 //! ```text
 //! cargo run --example actix --features actix                 # demo: 100 concurrent deposits, then exit
 //! cargo run --example actix --features actix -- serve        # serve on 127.0.0.1:3000 until Ctrl-C
-//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example actix --features actix -- serve   # through Redis
+//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example actix --features actix,metrics -- serve
 //! ```
 //!
-//! With `serve`, try `curl -X PUT localhost:3000/accounts/1/deposit/10` and
-//! `curl localhost:3000/accounts/1`. Run two servers on one Redis (`ADDR=127.0.0.1:3001`) and the
+//! With `serve`, try `curl -X PUT localhost:3000/accounts/1/deposit/10`,
+//! `curl localhost:3000/accounts/1` and `curl localhost:3000/metrics` (the lock metrics, with
+//! feature `metrics`). Run two servers on one Redis (`ADDR=127.0.0.1:3001`) and the
 //! deposits of both still never overlap for one account (the store here is per process; in a real
 //! service it is the shared database).
 //!
@@ -25,6 +26,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tower_lock::actix::LockMiddleware;
 use tower_lock::key::{self, KeyExtractor};
 use tower_lock::{LockInfo, LockManager, LockOptions};
@@ -72,8 +74,15 @@ async fn deposit(
     }
 }
 
+/// `/metrics`: what the process recorded, in Prometheus's text format.
+fn render(exporter: PrometheusHandle) -> impl Fn() -> std::future::Ready<String> + Clone + 'static {
+    move || std::future::ready(exporter.render())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Installed before the manager is built, so that every metric carries its help text.
+    let exporter = PrometheusBuilder::new().install_recorder()?;
     // One manager per process, built before the server; every worker shares it.
     let manager = match std::env::var("REDIS_URL") {
         Ok(url) => LockManager::redis(&url).await?,
@@ -100,6 +109,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .app_data(store.clone())
             .wrap(locks.clone())
             .route("/accounts/{id}", web::get().to(balance))
+            .route("/metrics", web::get().to(render(exporter.clone())))
             .route("/accounts/{id}/deposit/{amount}", web::put().to(deposit))
     })
     .workers(2)

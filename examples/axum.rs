@@ -3,11 +3,13 @@
 //! ```text
 //! cargo run --example axum                 # demo: 100 concurrent deposits to one account, then exit
 //! cargo run --example axum -- serve        # serve on 127.0.0.1:3000 until Ctrl-C
-//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example axum -- serve   # locks shared through Redis
+//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example axum --features metrics -- serve
 //! ```
 //!
-//! With `serve`, try `curl -X PUT localhost:3000/accounts/1/deposit/10` and
-//! `curl localhost:3000/accounts/1`. Run two servers on one Redis (`ADDR=127.0.0.1:3001`) and the
+//! With `serve`, try `curl -X PUT localhost:3000/accounts/1/deposit/10`,
+//! `curl localhost:3000/accounts/1` and `curl localhost:3000/metrics` (the lock metrics, with
+//! feature `metrics`). Ctrl-C stops the server once its requests are done, then the manager
+//! releases whatever it still holds. Run two servers on one Redis (`ADDR=127.0.0.1:3001`) and the
 //! deposits of both still never overlap for one account (the store here is per process; in a real
 //! service it is the shared database).
 //!
@@ -27,6 +29,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use metrics_exporter_prometheus::PrometheusBuilder;
 use tower_lock::key::{self, KeyExtractor};
 use tower_lock::{LockInfo, LockLayer, LockManager, LockOptions};
 
@@ -87,8 +90,17 @@ fn app(manager: LockManager, store: Arc<Store>) -> Router {
         .with_state(store)
 }
 
+/// `/metrics`: what the process recorded, in Prometheus's text format. The recorder is installed
+/// before the manager is built, so that every metric carries its help text.
+fn metrics() -> Result<Router, Box<dyn std::error::Error>> {
+    let exporter = PrometheusBuilder::new().install_recorder()?;
+    let render = move || std::future::ready(exporter.render());
+    Ok(Router::new().route("/metrics", get(render)))
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let metrics = metrics()?;
     let manager = match std::env::var("REDIS_URL") {
         Ok(url) => LockManager::redis(&url).await?,
         Err(_) => LockManager::memory(),
@@ -102,7 +114,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     let addr = listener.local_addr()?;
-    let server = axum::serve(listener, app(manager.clone(), store));
+    let server = axum::serve(listener, app(manager.clone(), store).merge(metrics));
     if serve_only {
         println!("listening on http://{addr}");
         server

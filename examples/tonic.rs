@@ -2,8 +2,15 @@
 //!
 //! ```text
 //! cargo run --example tonic                 # demo: 50 concurrent deposits to one account, then exit
-//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example tonic
+//! cargo run --example tonic -- serve        # serve on 127.0.0.1:50051 until Ctrl-C
+//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example tonic --features metrics -- serve
 //! ```
+//!
+//! With `serve`, the server answers gRPC reflection, so `grpcurl` needs no `.proto` file:
+//! `grpcurl -plaintext 127.0.0.1:50051 list`, then
+//! `grpcurl -plaintext -H 'x-account: 1' -d '{"account": 1, "amount": 10}' 127.0.0.1:50051 bank.Bank/Deposit`;
+//! and `curl --http2-prior-knowledge 127.0.0.1:50051/metrics` shows the lock metrics (with feature
+//! `metrics`).
 //!
 //! Self-contained: no `.proto` file, no `build.rs`, no `protoc`. tonic 0.14 generates code with
 //! `tonic-prost-build`, which needs `protoc`; instead the two messages derive `prost::Message` in
@@ -23,14 +30,17 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::uri::PathAndQuery;
+use metrics_exporter_prometheus::PrometheusBuilder;
 use tonic::body::Body;
 use tonic::server::NamedService;
+use tonic::service::Routes;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Endpoint, Server};
 use tonic::{Code, Status};
 use tonic_prost::ProstCodec;
 use tower::Service;
-use tower_lock::key::{self, KeyExtractor};
+use tower_lock::key::{self, KeyExtractor, RequestView};
+use tower_lock::KeyError;
 use tower_lock::{LockInfo, LockLayer, LockManager};
 
 /// `message DepositRequest { uint64 account = 1; int64 amount = 2; }`
@@ -50,6 +60,9 @@ pub struct DepositReply {
     #[prost(uint64, tag = "2")]
     pub fencing_token: u64,
 }
+
+#[path = "tonic/descriptor.rs"]
+mod descriptor;
 
 const DEPOSIT: &str = "/bank.Bank/Deposit";
 
@@ -141,30 +154,73 @@ impl BankClient {
     }
 }
 
+/// The lock of a bank call: the account named in its `x-account` metadata (`account:1`); calls
+/// to other services (reflection) and `/metrics` take none.
+fn bank_calls() -> impl KeyExtractor {
+    key::from_fn(
+        |req: &dyn RequestView| -> Result<Option<String>, KeyError> {
+            if !req.path().starts_with("/bank.Bank/") {
+                return Ok(None);
+            }
+            let account = req.header_str("x-account");
+            let account =
+                account.ok_or_else(|| KeyError::Extract("no x-account metadata".into()))?;
+            Ok(Some(format!("account:{account}")))
+        },
+    )
+}
+
+/// The bank, gRPC reflection, and `/metrics` (over HTTP/1 or 2), as one set of routes.
+fn routes() -> Result<Routes, Box<dyn std::error::Error>> {
+    // installed before the manager is built, so that every metric carries its help text
+    let exporter = PrometheusBuilder::new().install_recorder()?;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_file_descriptor_set(descriptor::bank())
+        .build_v1()?;
+    let metrics = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || std::future::ready(exporter.render())),
+    );
+    let grpc = Routes::new(Bank::default()).add_service(reflection);
+    Ok(Routes::from(grpc.into_axum_router().merge(metrics)))
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let routes = routes()?;
     let manager = match std::env::var("REDIS_URL") {
         Ok(url) => LockManager::redis(&url).await?,
         Err(_) => LockManager::memory(),
     };
-    // the account named in the metadata is the lock: "x-account: 1" locks "account:1"
-    let locks = LockLayer::new(
-        manager.clone(),
-        key::header("x-account").required().prefix("account:"),
-    )
-    .wait_timeout(Duration::from_secs(10));
-
-    let incoming = TcpIncoming::bind("127.0.0.1:0".parse()?)?;
+    let locks = LockLayer::new(manager.clone(), bank_calls()).wait_timeout(Duration::from_secs(10));
+    let serve_only = std::env::args().any(|arg| arg == "serve");
+    let addr = match std::env::var("ADDR") {
+        Ok(addr) => addr,
+        Err(_) if serve_only => "127.0.0.1:50051".to_owned(),
+        Err(_) => "127.0.0.1:0".to_owned(),
+    };
+    let incoming = TcpIncoming::bind(addr.parse()?)?;
     let addr = incoming.local_addr()?;
+    let server = Server::builder()
+        .accept_http1(true)
+        .layer(locks)
+        .add_routes(routes);
+    if serve_only {
+        println!("listening on {addr} (gRPC with reflection, and /metrics)");
+        // Ctrl-C stops the server once its calls are done; then free what this replica holds
+        let ctrl_c = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        server
+            .serve_with_incoming_shutdown(incoming, ctrl_c)
+            .await?;
+        manager.shutdown().await?;
+        return Ok(());
+    }
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(
-        Server::builder()
-            .layer(locks)
-            .add_service(Bank::default())
-            .serve_with_incoming_shutdown(incoming, async {
-                let _ = stopped.await;
-            }),
-    );
+    let server = tokio::spawn(server.serve_with_incoming_shutdown(incoming, async {
+        let _ = stopped.await;
+    }));
 
     let channel = Endpoint::from_shared(format!("http://{addr}"))?
         .connect()
