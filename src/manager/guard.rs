@@ -171,7 +171,8 @@ impl Releaser {
         let backend = self.shared.backend.clone();
         self.shared.background.finish(async move {
             if let Err(err) = release(&backend, &hold, lost).await {
-                tracing::warn!(error = %err, "background lock release failed; the lease will run out");
+                let key = &*hold.key;
+                tracing::warn!(key, error = %err, "background lock release failed; the lease will run out");
             }
         });
     }
