@@ -117,37 +117,7 @@ impl Leases {
         let Some(entry) = table.get_mut(&key).filter(|entry| entry.token == token) else {
             return;
         };
-        let name = entry.lost.key();
-        let lost = match outcome {
-            Some(true) => {
-                let in_time = entry.lost.extend(started + lease);
-                if !in_time {
-                    tracing::warn!(
-                        key = name,
-                        "lock lease lost: renewed only after it could have run out"
-                    );
-                }
-                renewal(if in_time { "renewed" } else { "late" })
-            }
-            Some(false) => {
-                tracing::warn!(key = name, "lock lease lost: the lock was gone at renewal");
-                renewal("gone")
-            }
-            None => {
-                let expired = entry.lost.is_lost();
-                if expired {
-                    tracing::warn!(
-                        key = name,
-                        "lock lease lost: not renewed for a whole lease period"
-                    );
-                }
-                telemetry::renewed("failed", 1);
-                if expired {
-                    telemetry::lease_lost("expired");
-                }
-                expired
-            }
-        };
+        let lost = judge(&entry.lost, outcome, started + lease);
         if lost {
             tracing::debug!(key = entry.lost.key(), lock = %lock.id, "lease lost");
             entry.lost.fire();
@@ -156,12 +126,36 @@ impl Leases {
     }
 }
 
-/// Count a renewal that reached Redis: `renewed`, or the lease lost for `cause` (true).
-fn renewal(cause: &'static str) -> bool {
-    if cause == "renewed" {
-        telemetry::renewed("renewed", 1);
-        return false;
-    }
+/// Whether a renewal's `outcome` (renewed, gone, or no answer) loses the lease of `lost`, which
+/// the renewal would make valid until `until`. Logged (naming the lock) and counted.
+fn judge(lost: &LostSignal, outcome: Option<bool>, until: Instant) -> bool {
+    let key = lost.key();
+    let cause = match outcome {
+        Some(true) if lost.extend(until) => {
+            telemetry::renewed("renewed", 1);
+            return false;
+        }
+        Some(true) => {
+            tracing::warn!(
+                key,
+                "lock lease lost: renewed only after it could have run out"
+            );
+            "late"
+        }
+        Some(false) => {
+            tracing::warn!(key, "lock lease lost: the lock was gone at renewal");
+            "gone"
+        }
+        None => {
+            telemetry::renewed("failed", 1);
+            if !lost.is_lost() {
+                return false;
+            }
+            tracing::warn!(key, "lock lease lost: not renewed for a whole lease period");
+            telemetry::lease_lost("expired");
+            return true;
+        }
+    };
     telemetry::renewed("lost", 1);
     telemetry::lease_lost(cause);
     true
