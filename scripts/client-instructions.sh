@@ -25,8 +25,9 @@ REDIS_URL="redis://127.0.0.1:$port" LOAD_SECS=${LOAD_SECS:-5} \
     valgrind --tool=callgrind --callgrind-out-file="$out" "$load" -- "$@" 2>/dev/null | tail -n +3
 instructions=$(sed -n 's/^summary: //p' "$out")
 instructions=${instructions:-$(sed -n 's/^totals: //p' "$out")}
-# every acquisition on a single server takes one fencing token: one INCR
-acquisitions=$(redis-cli -p "$port" info commandstats | tr -d '\r' |
-    sed -n 's/^cmdstat_incr:calls=\([0-9]*\),.*/\1/p')
+# every acquisition on a single server is two script calls: its acquire and its release
+scripts=$(redis-cli -p "$port" info commandstats | tr -d '\r' |
+    sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p')
+acquisitions=$((${scripts:-0} / 2))
 echo "client: $instructions instructions, $acquisitions acquisitions" \
     "= $((instructions / acquisitions)) per acquisition (profile: $out)"
