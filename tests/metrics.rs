@@ -6,8 +6,6 @@
 mod support;
 
 use std::convert::Infallible;
-use std::fmt::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
@@ -15,6 +13,7 @@ use metrics_exporter_prometheus::PrometheusBuilder;
 use tower::{ServiceBuilder, ServiceExt};
 use tower_lock::{key, LockLayer, LockManager, LockOptions};
 
+use support::logs::Warnings;
 use support::{eventually, RedisServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -25,8 +24,8 @@ async fn every_metric_is_described_typed_and_labelled() {
         .build_recorder();
     let exporter = recorder.handle();
     metrics::set_global_recorder(recorder).expect("the only recorder of this test binary");
-    let warnings = Arc::new(Mutex::new(Vec::new()));
-    tracing::subscriber::set_global_default(Warnings(warnings.clone())).expect("one subscriber");
+    let (subscriber, warnings) = Warnings::new();
+    tracing::subscriber::set_global_default(subscriber).expect("one subscriber");
 
     let mut server = RedisServer::start();
     let m = LockManager::builder()
@@ -134,37 +133,4 @@ async fn every_metric_is_described_typed_and_labelled() {
     has("tower_lock_unlocked_total 1");
     has("tower_lock_holds 0");
     has("tower_lock_waiters 0");
-}
-
-/// Every WARN event, as `field=value` pairs.
-struct Warnings(Arc<Mutex<Vec<String>>>);
-
-struct Fields<'a>(&'a mut String);
-
-impl tracing::field::Visit for Fields<'_> {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        let _ = write!(self.0, "{}={:?} ", field.name(), value);
-    }
-
-    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        let _ = write!(self.0, "{}={} ", field.name(), value);
-    }
-}
-
-impl tracing::Subscriber for Warnings {
-    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
-        *metadata.level() <= tracing::Level::WARN
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        let mut fields = String::new();
-        event.record(&mut Fields(&mut fields));
-        self.0.lock().unwrap().push(fields);
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
 }

@@ -10,6 +10,7 @@ mod batching;
 mod contract;
 mod fair;
 mod fair_liveness;
+mod hand_over;
 mod lease_deadlines;
 mod names;
 mod redis_faults;

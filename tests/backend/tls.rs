@@ -2,13 +2,11 @@
 //! wake-ups through a `redis::Client` that trusts that CA, `#insecure` URLs, refusals that name
 //! the certificate, and a quorum of TLS masters.
 
-use std::time::Duration;
-
 use tower_lock::{LockError, LockManager, LockOptions};
 
+use crate::hand_over::hand_over;
 use crate::support::masters::NODE_TIMEOUT;
 use crate::support::tls::TlsRedisServer;
-use crate::support::{eventually, GENEROUS};
 
 /// A client for `server` that trusts only `ca_pem`.
 fn trusting(server: &TlsRedisServer, ca_pem: Vec<u8>) -> redis::Client {
@@ -35,24 +33,7 @@ async fn a_lock_over_tls_excludes_and_its_release_wakes_the_waiter() {
         trusting_manager(&server).await,
     );
     for opts in [LockOptions::exclusive(), LockOptions::fair()] {
-        let held = first.acquire("account:42", &opts).await.expect("acquire");
-        let busy = second.try_acquire("account:42", &opts).await.expect("try");
-        assert!(busy.is_none(), "held by the first manager");
-        let waiter = {
-            let second = second.clone();
-            tokio::spawn(async move { second.acquire("account:42", &opts).await })
-        };
-        assert!(eventually(GENEROUS, || second.waiting() == 1).await);
-        let token = held.fencing_token();
-        held.release().await.expect("release");
-        // the lease is 30 s: only the wake-up through the inbox explains a quick hand-over
-        let next = tokio::time::timeout(Duration::from_secs(5), waiter)
-            .await
-            .expect("the waiter was woken")
-            .expect("waiter task")
-            .expect("acquire after release");
-        assert!(next.fencing_token() > token);
-        next.release().await.expect("release");
+        hand_over(&first, &second, opts).await;
     }
 }
 

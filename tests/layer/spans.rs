@@ -4,7 +4,6 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -12,6 +11,8 @@ use http::{Request, Response, StatusCode};
 use tower::{ServiceBuilder, ServiceExt};
 use tower_lock::{key, LockLayer, LockManager};
 use tracing::Instrument;
+
+use crate::support::logs::Fields;
 
 #[tokio::test]
 async fn an_acquisition_span_is_a_child_of_the_request_span() {
@@ -66,18 +67,6 @@ struct Recorder(Arc<Spans>);
 
 thread_local! {
     static ENTERED: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
-}
-
-struct Fields<'a>(&'a mut String);
-
-impl tracing::field::Visit for Fields<'_> {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        let _ = write!(self.0, "{}={:?} ", field.name(), value);
-    }
-
-    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        let _ = write!(self.0, "{}={} ", field.name(), value);
-    }
 }
 
 impl tracing::Subscriber for Recorder {

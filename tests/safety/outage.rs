@@ -1,11 +1,12 @@
 //! A server that refuses connections fails every call at once with the cause, not after the
 //! command timeout with "timed out waiting for a connection".
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tower_lock::{LockManager, LockOptions};
 
+use super::support::logs::Warnings;
 use super::support::{self, RedisServer};
 
 /// Redis killed (connection refused): five calls in a row each fail well within the 2 s command
@@ -94,8 +95,8 @@ async fn a_frozen_server_ends_a_wait_as_unavailable_not_as_a_timeout() {
 /// answered again is logged once more.
 #[tokio::test]
 async fn an_outage_is_logged_at_warn_once() {
-    let warnings = Arc::new(Mutex::new(Vec::new()));
-    let _logs = tracing::subscriber::set_default(Warnings(warnings.clone()));
+    let (subscriber, warnings) = Warnings::new();
+    let _logs = tracing::subscriber::set_default(subscriber);
     let mut server = RedisServer::start();
     let m = manager_with(&server, Duration::from_secs(2))
         .build()
@@ -130,37 +131,4 @@ async fn an_outage_is_logged_at_warn_once() {
     server.kill();
     outage(m).await;
     assert_eq!(unreachable(&warnings), 2, "{:?}", warnings.lock().unwrap());
-}
-
-/// Collects the message of every WARN event.
-struct Warnings(Arc<Mutex<Vec<String>>>);
-
-struct Message<'a>(&'a mut String);
-
-impl tracing::field::Visit for Message<'_> {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            *self.0 = format!("{value:?}");
-        }
-    }
-}
-
-impl tracing::Subscriber for Warnings {
-    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
-        *metadata.level() <= tracing::Level::WARN
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        if *event.metadata().level() == tracing::Level::WARN {
-            let mut message = String::new();
-            event.record(&mut Message(&mut message));
-            self.0.lock().unwrap().push(message);
-        }
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
 }

@@ -6,12 +6,13 @@
 //! directory, so integration tests never depend on a Redis at 6379 and can run
 //! in parallel (threads under `cargo test`, processes under nextest).
 //!
-//! Apart from tokio's timer in [`eventually`] and the lock manager in [`fixture`], only the Rust
-//! standard library is used, so the module compiles in any test binary. Commands are sent with a
-//! tiny RESP2 client ([`redis_cmd`]).
+//! Apart from tokio's timer in [`eventually`], the lock manager in [`fixture`] and `tracing` in
+//! [`logs`], only the Rust standard library is used, so the module compiles in any test binary.
+//! Commands are sent with a tiny RESP2 client ([`redis_cmd`]).
 #![allow(dead_code, unused_imports)]
 
 pub mod fixture;
+pub mod logs;
 pub mod masters;
 pub mod proxy;
 mod resp;

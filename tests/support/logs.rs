@@ -1,0 +1,52 @@
+//! What the crate logs, as a test sees it: a `tracing` subscriber that keeps every WARN event as
+//! its `field=value` pairs, and the visitor that writes them.
+
+use std::fmt::Write;
+use std::sync::{Arc, Mutex};
+
+/// Writes each field of an event or a span as `name=value `.
+pub struct Fields<'a>(pub &'a mut String);
+
+impl tracing::field::Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        let _ = write!(self.0, "{}={:?} ", field.name(), value);
+    }
+
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        let _ = write!(self.0, "{}={} ", field.name(), value);
+    }
+}
+
+/// Keeps every WARN event (and nothing else) as one line of its fields.
+pub struct Warnings(Arc<Mutex<Vec<String>>>);
+
+impl Warnings {
+    /// The subscriber, and the lines it will have kept.
+    pub fn new() -> (Warnings, Arc<Mutex<Vec<String>>>) {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        (Warnings(lines.clone()), lines)
+    }
+}
+
+impl tracing::Subscriber for Warnings {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        *metadata.level() <= tracing::Level::WARN
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        if *event.metadata().level() == tracing::Level::WARN {
+            let mut fields = String::new();
+            event.record(&mut Fields(&mut fields));
+            self.0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(fields);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
