@@ -52,12 +52,12 @@
 //!
 //! | feature | turns on | costs |
 //! |---|---|---|
-//! | `redis` (default) | the Redis backends: `LockManager::redis`, `LockManager::quorum`, the builder's `redis`, `redis_client`, `redis_pool`, `sentinel` and `quorum`, and `RedisPool` | `redis`, `bb8`, `bb8-redis`, `sha2`: 57 crates |
+//! | `redis` (default) | the Redis backends: `LockManager::redis`, `LockManager::quorum`, the builder's `redis`, `redis_client`, `redis_pool`, `sentinel` and `quorum`, and `RedisPool` | `redis`, `bb8`, `bb8-redis`, `sha2`: 62 crates |
 //! | `tls` | `rediss://` URLs, through rustls and its `ring` provider; turns on `redis` | `rustls`, `tokio-rustls`, `rustls-native-certs`, `ring`: 11 crates over `redis` |
-//! | `actix` | `actix::LockMiddleware`, the layer's locks for actix-web 4 | `actix-web` without its default features: 42 crates over the default |
+//! | `actix` | `actix::LockMiddleware`, the layer's locks for actix-web 4 | `actix-web` without its default features: 41 crates over the default |
 //! | `metrics` | the `tower_lock_*` counters, gauges and histograms, through the `metrics` facade | `metrics`: 3 crates |
-//! | `axum` | extractors keyed by `MatchedPath`, `FromRequestParts` for [`LockInfo`] and [`LockOwner`], `IntoResponse` for [`Rejection`] | `axum` with only `matched-path`: 10 crates over `redis` |
-//! | `tonic` | rejections built as `tonic::Status`, `From<LockError> for tonic::Status` | `tonic` without its default features: 8 crates over `redis` |
+//! | `axum` | extractors keyed by `MatchedPath`, `FromRequestParts` for [`LockInfo`] and [`LockOwner`], `IntoResponse` for [`Rejection`] | `axum` with only `matched-path`: 8 crates over `redis` |
+//! | `tonic` | rejections built as `tonic::Status`, `From<LockError> for tonic::Status` | `tonic` without its default features: 5 crates over `redis` |
 //!
 //! axum and tonic need no feature for the lock itself: [`LockLayer`] is a tower layer, and both
 //! take tower layers. Their features add conveniences on top. The metrics feature records through
