@@ -117,3 +117,48 @@ async fn a_lost_hold_kept_by_one_master_goes_when_the_owner_takes_the_lock_again
         "no master holds the lock after G2's release"
     );
 }
+
+/// Every master refuses an attempt with an error (out of memory), so the attempt is undone in the
+/// background. The owner's next attempt (G2) sends its calls before that undo runs: the undo must
+/// leave G2's hold alone. Before, it released by owner: G2's hold was gone from every master,
+/// another manager took the lock under G2, and G2's release was NotHeld.
+#[test]
+fn an_undo_of_a_failed_attempt_leaves_the_next_attempts_hold() {
+    let masters = Masters::start(3);
+    // On one thread, background work runs only when a request waits: the next attempt's calls go
+    // out before the undo's, as they can on a busy machine.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _in_runtime = rt.enter();
+    let (m, other) = rt.block_on(async { (manager(&masters).await, manager(&masters).await) });
+    let opts = LockOptions::exclusive();
+    let owner = m.owner();
+    set_maxmemory(&masters, "1");
+    let refused = rt.block_on(owner.try_acquire("k", &opts));
+    assert!(
+        matches!(refused, Err(LockError::Unavailable { .. })),
+        "every master refused: {refused:?}"
+    );
+    set_maxmemory(&masters, "0");
+    let g2 = rt.block_on(owner.try_acquire("k", &opts)).unwrap();
+    let g2 = g2.expect("the lock is free");
+    rt.block_on(tokio::time::sleep(Duration::from_millis(300)));
+    assert_eq!(
+        masters.holding("k"),
+        3,
+        "G2's hold was removed from masters"
+    );
+    let taken = rt.block_on(other.try_acquire("k", &opts)).unwrap();
+    assert!(taken.is_none(), "another manager took the lock under G2");
+    assert!(!g2.is_lost());
+    rt.block_on(g2.release()).unwrap();
+}
+
+fn set_maxmemory(masters: &Masters, bytes: &str) {
+    for server in &masters.servers {
+        let reply = server.cmd(&["CONFIG", "SET", "maxmemory", bytes]);
+        assert!(reply.is_ok(), "{reply:?}");
+    }
+}
