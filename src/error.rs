@@ -43,15 +43,15 @@ pub enum LockError {
         /// The lock name, as given.
         key: String,
     },
-    /// The requested options are not supported: by this manager (fair locks on a quorum), or on
-    /// this lock right now (it is held or waited for in the other mode: one lock takes one mode
-    /// at a time, since neither mode would see the other's waiters).
+    /// The requested options are not supported: by this manager (fair and shared locks on a
+    /// quorum), or on this lock right now (it is held or waited for in another family of modes:
+    /// one lock takes one family at a time, since neither would see the other's holders).
     #[error("unsupported for lock {key:?}: {what}")]
     Unsupported {
         /// The lock name, as given.
         key: String,
         /// What is not supported.
-        what: &'static str,
+        what: String,
     },
     /// The manager could not be built (bad URL, bad namespace, ...).
     #[error("invalid lock manager configuration: {0}")]

@@ -2,10 +2,11 @@
 
 use std::time::Duration;
 
-/// How a lock orders its waiters.
+/// How a lock is shared and how it orders its waiters.
 ///
-/// A lock takes one mode at a time: while it is held or waited for in one, a request of the other
-/// fails with [`crate::LockError::Unsupported`] (neither mode would see the other's waiters).
+/// A lock takes one family of modes at a time (exclusive, fair, read/write, semaphore): while it is
+/// held or waited for in one, a request of another fails with [`crate::LockError::Unsupported`]
+/// (neither would see the other's holders or waiters). Read and write are one family: one lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Mode {
@@ -16,6 +17,39 @@ pub enum Mode {
     Exclusive,
     /// Reentrant fair lock: waiters acquire in the order they arrived at the backend.
     Fair,
+    /// A read hold of a fair read/write lock: any number of read holds at once, never with a
+    /// write hold. A read that arrives after a queued write waits behind it, so writers never
+    /// starve; reads queued one after another are granted together.
+    Read,
+    /// The write hold of a fair read/write lock: alone, after every earlier read and write.
+    Write,
+    /// One of `n` permits of a fair semaphore: at most `n` holds of the lock at once, granted in
+    /// order of arrival. Every request of one lock should name the same `n`.
+    Semaphore(u32),
+}
+
+impl Mode {
+    /// Whether waiters queue in order and are granted the lock by its release (every mode but
+    /// exclusive).
+    pub(crate) fn is_queued(self) -> bool {
+        self != Mode::Exclusive
+    }
+
+    /// Whether holds of the lock may overlap (read/write and semaphore locks).
+    pub(crate) fn is_shared(self) -> bool {
+        matches!(self, Mode::Read | Mode::Write | Mode::Semaphore(_))
+    }
+
+    /// The mode's name in errors, logs and metrics.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Mode::Exclusive => "exclusive",
+            Mode::Fair => "fair",
+            Mode::Read => "read",
+            Mode::Write => "write",
+            Mode::Semaphore(_) => "semaphore",
+        }
+    }
 }
 
 /// How long a held lock stays valid without its holder.
@@ -61,6 +95,24 @@ impl LockOptions {
             mode: Mode::Fair,
             ..Self::default()
         }
+    }
+
+    /// A read hold of a fair read/write lock (see [`Mode::Read`]), waiting forever, kept by the
+    /// watchdog.
+    pub fn read() -> Self {
+        Self::exclusive().mode(Mode::Read)
+    }
+
+    /// The write hold of a fair read/write lock (see [`Mode::Write`]), waiting forever, kept by
+    /// the watchdog.
+    pub fn write() -> Self {
+        Self::exclusive().mode(Mode::Write)
+    }
+
+    /// One of `permits` holds of a fair semaphore (see [`Mode::Semaphore`]), waiting forever, kept
+    /// by the watchdog. Zero is raised to one.
+    pub fn semaphore(permits: u32) -> Self {
+        Self::exclusive().mode(Mode::Semaphore(permits.max(1)))
     }
 
     /// Give up waiting after `timeout` with [`crate::LockError::Timeout`]. The default for the direct

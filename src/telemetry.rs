@@ -46,10 +46,7 @@ impl Outcome {
 
 /// The `mode` label.
 pub(crate) fn mode_label(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Fair => "fair",
-        _ => "exclusive",
-    }
+    mode.name()
 }
 
 /// Describe every metric to the installed recorder.

@@ -57,7 +57,7 @@ mod tests {
         );
         assert_eq!(code(LockError::Closed), Code::Unavailable);
         assert_eq!(code(LockError::NotHeld { key: key() }), Code::Aborted);
-        let what = "fair locks on a quorum";
+        let what = "fair locks on a quorum".to_owned();
         assert_eq!(
             code(LockError::Unsupported { key: key(), what }),
             Code::FailedPrecondition

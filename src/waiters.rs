@@ -112,10 +112,13 @@ impl WaitRegistry {
     /// there already: that one is returned as the error, and nothing is added. One owner waits
     /// for a lock through one request at a time (a lock's queue and its grants know owners, not
     /// requests), so the second request waits for the first to be done.
+    /// A wait for a shared lock names its kind (`r`, `w`, `n`) after its number:
+    /// `<owner>|<n>|<kind>`, so that the lock's queue tells reads from writes.
     pub(crate) fn register(
         &self,
         id: &LockId,
         owner: &OwnerId,
+        kind: Option<char>,
     ) -> Result<Arc<Waiter>, Arc<Waiter>> {
         let mut map = self.lock();
         let queue = map.entry(id.clone()).or_default();
@@ -126,7 +129,10 @@ impl WaitRegistry {
         let waiter = Arc::new(Waiter {
             seq,
             owner: owner.clone(),
-            name: Arc::from(format!("{owner}|{seq}")),
+            name: Arc::from(match kind {
+                Some(kind) => format!("{owner}|{seq}|{kind}"),
+                None => format!("{owner}|{seq}"),
+            }),
             woken: AtomicBool::new(false),
             granted: AtomicU64::new(0),
             notify: Notify::new(),
@@ -236,8 +242,8 @@ mod tests {
     async fn a_wake_goes_to_one_waiter_in_order_and_survives_a_cancel() {
         let reg = WaitRegistry::default();
         let id: LockId = Arc::from("k");
-        let a = reg.register(&id, &OwnerId::new("o1")).unwrap();
-        let b = reg.register(&id, &OwnerId::new("o2")).unwrap();
+        let a = reg.register(&id, &OwnerId::new("o1"), None).unwrap();
+        let b = reg.register(&id, &OwnerId::new("o2"), None).unwrap();
         assert!(reg.wake_one("k"));
         assert!(a.has_unused_wake());
         assert!(!b.has_unused_wake());
@@ -270,7 +276,7 @@ mod tests {
     fn a_lone_cancelled_waiter_passes_its_wake_on() {
         let reg = WaitRegistry::default();
         let id: LockId = Arc::from("k");
-        let a = reg.register(&id, &OwnerId::new("o")).unwrap();
+        let a = reg.register(&id, &OwnerId::new("o"), None).unwrap();
         reg.wake_one("k");
         assert_eq!(
             reg.leave("k", &a, false),
@@ -286,8 +292,8 @@ mod tests {
         let reg = WaitRegistry::default();
         let id: LockId = Arc::from("k");
         let owner = OwnerId::new("o");
-        let first = reg.register(&id, &owner).unwrap();
-        let sibling = reg.register(&id, &owner).unwrap_err();
+        let first = reg.register(&id, &owner, None).unwrap();
+        let sibling = reg.register(&id, &owner, None).unwrap_err();
         assert_eq!(sibling.seq, first.seq);
         assert_eq!(reg.len(), 1);
         let departed = tokio::spawn(async move { sibling.departed().await });
@@ -295,6 +301,6 @@ mod tests {
         assert!(!departed.is_finished());
         reg.leave("k", &first, true);
         departed.await.unwrap();
-        assert!(reg.register(&id, &owner).is_ok());
+        assert!(reg.register(&id, &owner, None).is_ok());
     }
 }

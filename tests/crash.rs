@@ -21,7 +21,7 @@ fn main() {
         runtime.block_on(child(&url, &role));
         return;
     }
-    let tests: [(&str, fn() -> _); 6] = [
+    let tests: [(&str, fn() -> _); 8] = [
         ("holder_killed_frees_the_lock_after_its_lease", || {
             Box::pin(holder_killed_frees_the_lock_after_its_lease())
                 as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
@@ -45,6 +45,13 @@ fn main() {
         ("a_resumed_waiter_does_not_take_its_reclaimed_grant", || {
             Box::pin(a_resumed_waiter_does_not_take_its_reclaimed_grant())
         }),
+        ("a_killed_holders_permit_returns_after_its_lease", || {
+            Box::pin(a_killed_holders_permit_returns_after_its_lease())
+        }),
+        (
+            "reads_behind_a_killed_write_waiter_get_in_beside_the_holders",
+            || Box::pin(reads_behind_a_killed_write_waiter_get_in_beside_the_holders()),
+        ),
     ];
     println!("\nrunning {} tests", tests.len());
     for (name, test) in tests {
@@ -70,12 +77,19 @@ async fn manager(url: &str) -> LockManager {
 /// The child: hold the lock, or queue for it, say so, and stay until killed (or the parent goes).
 async fn child(url: &str, role: &str) {
     let m = manager(url).await;
-    let _guard = if role == "hold" {
-        Some(
-            m.acquire("crash", &LockOptions::exclusive())
-                .await
-                .expect("child acquire"),
-        )
+    let _guard = if role == "hold" || role == "hold permit" {
+        let (key, opts) = match role {
+            "hold" => ("crash", LockOptions::exclusive()),
+            _ => ("permit", LockOptions::semaphore(1)),
+        };
+        Some(m.acquire(key, &opts).await.expect("child acquire"))
+    } else if role == "queue write" {
+        let m2 = m.clone();
+        tokio::spawn(async move { m2.acquire("rw", &LockOptions::write()).await });
+        while m.queued() == 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        None
     } else {
         let m2 = m.clone();
         let report = role == "queue and report";
@@ -144,6 +158,67 @@ async fn holder_killed_frees_the_lock_after_its_lease() {
         "freed after {waited:?}"
     );
     guard.release().await.unwrap();
+}
+
+/// A semaphore permit held by a process that is killed returns to the others one lease later.
+async fn a_killed_holders_permit_returns_after_its_lease() {
+    let server = RedisServer::start();
+    let mut child = spawn_child(&server, "hold permit");
+    let m = manager(&server.url()).await;
+    let opts = LockOptions::semaphore(1);
+    tokio::time::sleep(LEASE * 2).await;
+    assert!(m.try_acquire("permit", &opts).await.unwrap().is_none());
+    child.kill().expect("SIGKILL the holder");
+    child.wait().expect("reap");
+    let killed = Instant::now();
+    let opts = opts.wait_timeout(Duration::from_secs(10));
+    let guard = m
+        .acquire("permit", &opts)
+        .await
+        .expect("the permit returns");
+    let waited = killed.elapsed();
+    assert!(
+        waited <= LEASE + Duration::from_millis(1500),
+        "returned after {waited:?}"
+    );
+    guard.release().await.unwrap();
+}
+
+/// A write waiter at the head of a read/write lock's queue is killed while reads hold the lock: the
+/// read queued behind it gets in beside the holders once the dead waiter's heartbeat runs out,
+/// without waiting for a release.
+async fn reads_behind_a_killed_write_waiter_get_in_beside_the_holders() {
+    let server = RedisServer::start();
+    let m = manager(&server.url()).await;
+    let read = m.acquire("rw", &LockOptions::read()).await.unwrap();
+    let mut child = spawn_child(&server, "queue write");
+    let late_read = {
+        let m = m.clone();
+        tokio::spawn(async move {
+            let opts = LockOptions::read().wait_timeout(Duration::from_secs(20));
+            m.acquire("rw", &opts).await.expect("the late read")
+        })
+    };
+    while m.queued() == 0 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert_eq!(
+        server.cmd(&["LLEN", "{tower-lock:rw}:qs"]).as_int(),
+        Some(2)
+    );
+    child.kill().expect("SIGKILL the write waiter");
+    child.wait().expect("reap");
+    let killed = Instant::now();
+    let late_read = late_read.await.expect("the late read's task");
+    let waited = killed.elapsed();
+    println!("  the read behind the dead write waited {waited:?} (eviction {EVICTION:?})");
+    assert!(
+        waited <= EVICTION + Duration::from_millis(1500),
+        "{waited:?}"
+    );
+    assert!(!read.is_lost());
+    late_read.release().await.unwrap();
+    read.release().await.unwrap();
 }
 
 enum Fault {

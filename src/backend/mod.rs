@@ -98,6 +98,36 @@ pub(crate) fn jitter(max: Duration) -> Duration {
     Duration::from_nanos(random % (nanos + 1))
 }
 
+/// The kind of a shared lock's waiter, `<owner>|<n>|<kind>`: `r`, `w` or `n`; `None` for any
+/// other waiter (`<owner>|<n>`).
+pub(crate) fn shared_kind(waiter: &str) -> Option<char> {
+    let mut parts = waiter.rsplitn(3, '|');
+    let (last, _) = (parts.next()?, parts.next()?);
+    parts.next()?;
+    let mut chars = last.chars();
+    let kind = chars.next()?;
+    chars.next().is_none().then_some(kind)
+}
+
+/// The kind a wait for a lock of `mode` names itself by (see [`shared_kind`]).
+pub(crate) fn shared_kind_of(mode: Mode) -> Option<char> {
+    match mode {
+        Mode::Read => Some('r'),
+        Mode::Write => Some('w'),
+        Mode::Semaphore(_) => Some('n'),
+        _ => None,
+    }
+}
+
+/// The family a shared lock of `mode` records itself as: `rw`, or `s` and the number of permits.
+pub(crate) fn shared_family(mode: Mode) -> Option<String> {
+    match mode {
+        Mode::Read | Mode::Write => Some("rw".to_owned()),
+        Mode::Semaphore(n) => Some(format!("s{n}")),
+        _ => None,
+    }
+}
+
 /// The owner id of a fair waiter, `<owner>|<n>` (owner ids have no `|`).
 pub(crate) fn owner_of(waiter: &str) -> &str {
     waiter.split('|').next().unwrap_or(waiter)
@@ -110,9 +140,13 @@ pub(crate) enum Attempt {
     Acquired { token: u64 },
     /// Someone else holds it for at most `ttl` more (`None`: unknown, retry soon).
     Busy { ttl: Option<Duration> },
-    /// The lock is held or waited for in the other mode (exclusive vs fair): the two are not
-    /// mixed on one lock, since neither would see the other's waiters.
-    OtherMode,
+    /// The lock is held or waited for in another family of modes, `held` (exclusive, fair,
+    /// read/write, semaphore; or a semaphore of another size): families are not mixed on one
+    /// lock, since neither would see the other's holders and waiters.
+    OtherMode { held: Mode },
+    /// The owner holds a read of the lock and asked to write: a read hold does not become a
+    /// write hold (two readers doing so would wait for each other for ever).
+    NoUpgrade,
 }
 
 /// The outcome of a release.
@@ -161,7 +195,7 @@ impl Backend {
     pub(crate) fn unsupported(&self, mode: Mode) -> Option<&'static str> {
         match self {
             #[cfg(feature = "redis")]
-            Backend::Quorum(_) if mode == Mode::Fair => Some(quorum::FAIR_REFUSED),
+            Backend::Quorum(_) if mode.is_queued() => Some(quorum::QUEUED_REFUSED),
             _ => None,
         }
     }
@@ -207,8 +241,9 @@ impl Backend {
             Backend::Memory(m) => Ok(m.release(id, owner, mode, exact)),
             #[cfg(feature = "redis")]
             Backend::Redis(r) => match mode {
+                Mode::Exclusive => r.release(id, owner, exact).await,
                 Mode::Fair => r.fair_release(id, owner, exact).await,
-                _ => r.release(id, owner, exact).await,
+                _ => r.shared_release(id, owner, exact).await,
             },
             #[cfg(feature = "redis")]
             Backend::Quorum(q) => q.release(id, owner, token).await,
@@ -242,20 +277,24 @@ impl Backend {
         }
     }
 
-    /// A fair waiter (`<owner>|<n>`) left the queue of `id`. A grant made to it that it never used
-    /// is passed on to the next waiter: on Redis, any grant to this wait (the lock names the wait
-    /// it was granted to); in memory, the one under `grant`, its token.
+    /// A waiter (`<owner>|<n>`, with `|<kind>` for a shared lock) of a lock of `mode` left the
+    /// queue of `id`. A grant made to it that it never used is passed on to the next waiter: on
+    /// Redis, any grant to this wait (the lock names the wait it was granted to); in memory, the
+    /// one under `grant`, its token.
     pub(crate) async fn leave_queue(
         &self,
         id: &LockId,
         waiter: &str,
+        mode: Mode,
         grant: Option<u64>,
     ) -> Result<(), BoxError> {
         match self {
             Backend::Memory(m) => {
-                m.leave_queue(id, waiter, grant);
+                m.leave_queue(id, waiter, mode, grant);
                 Ok(())
             }
+            #[cfg(feature = "redis")]
+            Backend::Redis(r) if mode.is_shared() => r.shared_leave_queue(id, waiter).await,
             #[cfg(feature = "redis")]
             Backend::Redis(r) => r.leave_queue(id, waiter).await,
             // Fair locks are refused on a quorum: nobody of this manager is ever queued.

@@ -11,6 +11,7 @@ use tracing::Instrument;
 use super::guard::{LockGuard, LockInfo};
 use super::live::Hold;
 use super::record::AcquisitionRecord;
+use super::refusal::{mixed_modes, NO_UPGRADE};
 use super::ticket::WaitTicket;
 use super::{Releaser, Shared};
 use crate::backend::{AcquireRequest, Attempt};
@@ -74,7 +75,10 @@ impl Shared {
                 Attempt::Acquired { token } => {
                     return Ok(Some(acquisition.won(token, attempt_started)));
                 }
-                Attempt::OtherMode => return Err(acquisition.refused()),
+                Attempt::OtherMode { held } => {
+                    return Err(acquisition.refused(mixed_modes(acquisition.mode, held)))
+                }
+                Attempt::NoUpgrade => return Err(acquisition.refused(NO_UPGRADE.to_owned())),
                 Attempt::Busy { ttl } => {
                     if acquisition.ticket.is_none() {
                         return Ok(None);
@@ -256,9 +260,8 @@ impl<'a> Acquisition<'a> {
         self.guard(token, attempt_started, self.lease).0
     }
 
-    /// The lock is held or waited for in the other mode.
-    fn refused(&self) -> LockError {
-        let what = mixed_modes(self.mode);
+    /// The lock cannot be had with these options, for the reason `what`.
+    fn refused(&self, what: String) -> LockError {
         self.leaving(LockError::Unsupported {
             key: self.key.to_owned(),
             what,
@@ -373,14 +376,4 @@ async fn within(
     tokio::time::timeout(limit, call)
         .await
         .unwrap_or_else(|_| Err(format!("Redis did not answer within {limit:?}").into()))
-}
-
-/// Why a request of `mode` was refused on a lock held or waited for in the other mode.
-fn mixed_modes(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Fair => {
-            "a fair request on a lock held or waited for in exclusive mode: one lock takes one mode"
-        }
-        _ => "an exclusive request on a lock held or queued for in fair mode: one lock takes one mode",
-    }
 }

@@ -9,7 +9,6 @@ use crate::backend::{Backend, LockParty, Released};
 use crate::background::MustComplete;
 use crate::error::{BoxError, LockError};
 use crate::lease::LostSignal;
-use crate::options::Mode;
 
 /// What a handler may know about the lock it runs under: its key, its fencing token, and whether its
 /// lease is still held. Cheap to clone; the layer puts one in the request's extensions.
@@ -184,7 +183,7 @@ impl Shared {
         if hold.watched {
             self.leases.unhold(&hold.id, &hold.owner, &hold.lost);
         }
-        if hold.mode == Mode::Fair {
+        if hold.mode.is_queued() {
             let lock = LockParty {
                 id: hold.id.clone(),
                 owner: hold.owner.as_arc().clone(),

@@ -9,6 +9,7 @@ mod live;
 mod outage;
 mod owner;
 mod record;
+mod refusal;
 mod shutdown;
 mod ticket;
 mod watchdog_task;
@@ -316,7 +317,8 @@ impl LockManager {
         self.shared.waiters.len()
     }
 
-    /// Requests of this process queued for fair locks right now (each heartbeat by the watchdog).
+    /// Requests of this process queued for fair and shared locks right now (each heartbeat by the
+    /// watchdog).
     pub fn queued(&self) -> usize {
         self.shared.queued.len()
     }
@@ -326,7 +328,7 @@ impl LockManager {
         match self.shared.backend.unsupported(opts.mode_value()) {
             Some(what) => Err(LockError::Unsupported {
                 key: key.to_owned(),
-                what,
+                what: what.to_owned(),
             }),
             None => Ok(()),
         }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::Shared;
-use crate::backend::LockParty;
+use crate::backend::{shared_kind_of, LockParty};
 use crate::ids::OwnerId;
 use crate::options::Mode;
 use crate::waiters::{LockId, Waiter};
@@ -37,7 +37,7 @@ impl WaitTicket {
         deadline: Option<Instant>,
     ) -> Option<Self> {
         loop {
-            match shared.waiters.register(id, owner) {
+            match shared.waiters.register(id, owner, shared_kind_of(mode)) {
                 Ok(waiter) => {
                     return Some(WaitTicket {
                         shared: shared.clone(),
@@ -122,7 +122,7 @@ impl WaitTicket {
     pub(super) fn found_busy(&mut self) {
         if !self.found_busy {
             self.found_busy = true;
-            if self.mode == Mode::Fair {
+            if self.mode.is_queued() {
                 self.shared.queued.add(&self.as_queued());
             }
         }
@@ -131,7 +131,7 @@ impl WaitTicket {
 
 impl Drop for WaitTicket {
     fn drop(&mut self) {
-        if self.found_busy && self.mode == Mode::Fair {
+        if self.found_busy && self.mode.is_queued() {
             self.shared.queued.remove(&self.as_queued());
         }
         let departure = self
@@ -144,16 +144,16 @@ impl Drop for WaitTicket {
         }
         let backend = self.shared.backend.clone();
         let id = self.id.clone();
-        if self.mode == Mode::Fair {
+        if self.mode.is_queued() {
             // Leave the queue at once. A grant made to this wait goes to the next waiter here
             // (Redis knows it by the wait's name; memory by the token of the grant we received);
             // one whose message comes later finds no waiter and is passed on by the inbox. Only a
             // grant to this very wait is released: the owner may hold the lock through another
             // guard (a re-entry that failed never queued), and that hold must stay.
-            let waiter = self.waiter.name().clone();
+            let (waiter, mode) = (self.waiter.name().clone(), self.mode);
             let grant = self.waiter.grant();
             self.shared.background.finish(async move {
-                if let Err(err) = backend.leave_queue(&id, &waiter, grant).await {
+                if let Err(err) = backend.leave_queue(&id, &waiter, mode, grant).await {
                     tracing::debug!(error = %err, "could not leave a fair queue");
                 }
             });

@@ -16,6 +16,7 @@ mod names;
 mod redis_faults;
 mod reentry;
 mod sentinel;
+mod shared;
 mod shutdown;
 #[cfg(feature = "tls")]
 mod tls;

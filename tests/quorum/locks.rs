@@ -306,7 +306,7 @@ async fn waiters_are_woken_by_a_release_on_any_master_without_polling() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fair_locks_are_refused_and_bad_quorums_do_not_build() {
+async fn fair_and_shared_locks_are_refused_and_bad_quorums_do_not_build() {
     let mut masters = Masters::start(3);
     let m = masters.manager(Duration::from_secs(30)).await;
     let err = m.acquire("fair", &LockOptions::fair()).await.unwrap_err();
@@ -320,6 +320,17 @@ async fn fair_locks_are_refused_and_bad_quorums_do_not_build() {
         .await
         .unwrap_err();
     assert!(matches!(err, LockError::Unsupported { .. }), "{err:?}");
+    for shared in [
+        LockOptions::read(),
+        LockOptions::write(),
+        LockOptions::semaphore(3),
+    ] {
+        let err = m.try_acquire("fair", &shared).await.unwrap_err();
+        assert!(
+            matches!(&err, LockError::Unsupported { what, .. } if what.contains("semaphore")),
+            "{err:?}"
+        );
+    }
     assert_eq!(masters.holding("fair"), 0, "nothing was written");
     drop(m);
 

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{Holder, MemoryBackend, Table};
-use crate::backend::{owner_of, AcquireRequest, Attempt, LockParty};
+use crate::backend::{owner_of, shared_kind, AcquireRequest, Attempt, LockParty};
+use crate::options::Mode;
 use crate::waiters::LockId;
 
 /// Leave the queue of `id`; an emptied queue goes, so that locks waited for once leave nothing.
@@ -82,8 +83,12 @@ impl MemoryBackend {
         }
     }
 
-    /// `waiter` stopped waiting for `id`: leave the queue, and pass on a grant it did not use.
-    pub(crate) fn leave_queue(&self, id: &LockId, waiter: &str, grant: Option<u64>) {
+    /// `waiter` stopped waiting for `id` (a lock of `mode`): leave the queue, and pass on a grant
+    /// it did not use.
+    pub(crate) fn leave_queue(&self, id: &LockId, waiter: &str, mode: Mode, grant: Option<u64>) {
+        if mode.is_shared() {
+            return self.shared_leave_queue(id, waiter, grant);
+        }
         let now = Instant::now();
         let mut table = self.table();
         dequeue(&mut table, id, waiter);
@@ -107,6 +112,9 @@ impl MemoryBackend {
         batch
             .iter()
             .map(|w| {
+                if shared_kind(&w.owner).is_some() {
+                    return table.waits_for_shared(&w.id, &w.owner, now);
+                }
                 let queued = table
                     .queues
                     .get(&w.id)
@@ -123,7 +131,6 @@ mod tests {
 
     use super::*;
     use crate::ids::OwnerId;
-    use crate::options::Mode;
     use crate::waiters::WaitRegistry;
 
     fn request<'a>(id: &'a LockId, owner: &'a OwnerId, queued: bool) -> AcquireRequest<'a> {
@@ -155,7 +162,7 @@ mod tests {
         ));
         assert_eq!(backend.table().queues.len(), 1);
         // a cancelled waiter
-        backend.leave_queue(&a, "waiter", None);
+        backend.leave_queue(&a, "waiter", Mode::Fair, None);
         assert_eq!(backend.table().queues.len(), 0);
 
         // a waiter that finds the lock free at its turn takes it and leaves the queue

@@ -2,6 +2,7 @@
 //! grants) for one process, demos and tests. Expired leases are found when a lock is next touched.
 
 mod fair;
+mod shared;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,6 +30,8 @@ struct Table {
     locks: HashMap<LockId, Holder>,
     /// Fair locks: waiters (`<owner>|<n>`, one per wait) in arrival order.
     queues: HashMap<LockId, VecDeque<Arc<str>>>,
+    /// Read/write locks and semaphores: their holders and waiters.
+    shared: HashMap<LockId, shared::SharedLock>,
     /// Sweep expired entries when the table grows past this size.
     sweep_at: usize,
 }
@@ -108,11 +111,17 @@ impl MemoryBackend {
     }
 
     pub(crate) fn try_acquire(&self, req: &AcquireRequest<'_>) -> Attempt {
+        if req.mode.is_shared() {
+            return self.shared_try_acquire(req);
+        }
         let now = Instant::now();
         let mut table = self.table();
+        if let Some(lock) = table.shared.get(req.id) {
+            return Attempt::OtherMode { held: lock.family };
+        }
         if let Some(held) = table.holder(req.id, now) {
             if held.mode != req.mode {
-                return Attempt::OtherMode;
+                return Attempt::OtherMode { held: held.mode };
             }
             if *held.owner == **req.owner {
                 // a queued fair request finding itself the holder found its grant, not a re-entry
@@ -134,7 +143,7 @@ impl MemoryBackend {
             }
         } else if table.queues.contains_key(req.id) {
             // free, but fair requests are queued for it
-            return Attempt::OtherMode;
+            return Attempt::OtherMode { held: Mode::Fair };
         }
         let token = self.next_token();
         let held = Holder {
@@ -155,6 +164,9 @@ impl MemoryBackend {
         mode: Mode,
         token: Option<u64>,
     ) -> Released {
+        if mode.is_shared() {
+            return self.shared_release(id, owner, token);
+        }
         let now = Instant::now();
         let mut table = self.table();
         let Some(held) = table.holder(id, now) else {
@@ -188,7 +200,8 @@ impl MemoryBackend {
                     h.expires = h.expires.max(now + lease);
                     true
                 }
-                _ => false,
+                Some(_) => false,
+                None => table.renew_shared(&lock.id, &lock.owner, now, now + lease),
             })
             .collect()
     }

@@ -9,13 +9,12 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::holds::{Binding, Part, QuorumAttempt, Stale};
 use super::round::{gather, NodeCall, Round, Verdict};
-use super::{bounded, Node, QuorumBackend, ACQUIRE, FAIR_REFUSED, RELEASE};
+use super::{bounded, Node, QuorumBackend, ACQUIRE, QUEUED_REFUSED, RELEASE};
 use crate::backend::drift;
 use crate::backend::jitter;
 use crate::backend::redis::{fence_key, flag, millis, waiters_key, ScriptCall};
 use crate::backend::{AcquireRequest, Attempt, LockParty};
 use crate::error::BoxError;
-use crate::options::Mode;
 
 /// One master's answer to an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,8 +48,8 @@ impl QuorumBackend {
     /// lock is reported busy (after a random pause, so that contenders that split it do not retry
     /// in lockstep) — or, when fewer than a majority answered, the quorum is down: an error.
     pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, BoxError> {
-        if req.mode == Mode::Fair {
-            return Err(FAIR_REFUSED.into());
+        if req.mode.is_queued() {
+            return Err(QUEUED_REFUSED.into());
         }
         let n = self.nodes.len();
         let lock = LockParty {

@@ -63,9 +63,9 @@ pub(crate) use connect::connect;
 use holds::QuorumHolds;
 use round::{gather, majority, NodeCall, Verdict};
 
-/// Why fair locks are refused on a quorum manager.
-pub(crate) const FAIR_REFUSED: &str =
-    "fair (FIFO) locks on a quorum manager: the masters' queues cannot agree on one order";
+/// Why fair and shared locks are refused on a quorum manager.
+pub(crate) const QUEUED_REFUSED: &str = "fair (FIFO), read/write and semaphore locks on a quorum \
+     manager: the masters' queues cannot agree on one order";
 
 /// Take a lock on one master (a win never records the manager as waiting).
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {

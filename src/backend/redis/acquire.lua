@@ -6,14 +6,17 @@
 --       will, and an earlier attempt of it found the lock busy and recorded this manager as
 --       waiting), 'wor' (both)
 -- Returns the fencing token (> 0) when acquired; when busy, -1 - the lock's remaining lease in ms;
--- 0 when the lock is held or queued for in fair mode (the two modes
--- are not mixed on one lock). One integer, not a table: a table answer costs Redis more.
+-- when the lock is held or queued for in another family of modes (they are not mixed on one
+-- lock), that family's name: 'fair', 'read/write' or 'semaphore'. One value, not a table: a table
+-- answer costs Redis more.
 local lock, waiters, fence = KEYS[1], KEYS[2], KEYS[3]
 local owner, lease, wait = ARGV[1], ARGV[2], ARGV[3]
 
-local holds, token, marked, fair = lock_state(lock, owner)
+local holds, token, marked, fair, shared = lock_state(lock, owner)
 if fair then
-  return 0
+  return 'fair'
+elseif shared then
+  return shared_family(shared)
 end
 if holds then
   return reenter(lock, owner, lease, token)
@@ -21,7 +24,7 @@ end
 
 if not token then
   if redis.call('EXISTS', KEYS[4]) == 1 then
-    return 0
+    return 'fair'
   end
   -- Our release must reach the requests of this process that still wait; and when we were told the
   -- lock is free, other managers may still be waiting behind us.

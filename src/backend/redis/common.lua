@@ -57,11 +57,18 @@ local function reenter(lock, owner, lease, token)
 end
 
 -- What `owner` has of `lock`, in one call: its holds (false: none), the lock's token (false: the
--- lock is free; every held lock has one), its '#w' mark (false: no manager waits for it) and its
--- '#f' mark (false: not held in fair mode).
+-- lock is free; every held lock has one), its '#w' mark (false: no manager waits for it), its
+-- '#f' mark (false: not held in fair mode) and its '#s' mark (the family of a shared lock: a
+-- read/write lock or a semaphore holds or queues for it; false: none).
 local function lock_state(lock, owner)
-  local state = redis.call('HMGET', lock, owner, '#t', '#w', '#f')
-  return state[1], state[2], state[3], state[4]
+  local state = redis.call('HMGET', lock, owner, '#t', '#w', '#f', '#s')
+  return state[1], state[2], state[3], state[4], state[5]
+end
+
+-- The answer of an acquire script for a lock held or waited for as a shared lock of `family`:
+-- the family's name.
+local function shared_family(family)
+  return string.sub(family, 1, 1) == 'r' and 'read/write' or 'semaphore'
 end
 
 -- The manager of an owner id ('<manager id>:<n>').

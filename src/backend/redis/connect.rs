@@ -8,7 +8,7 @@ use super::locator::Locator;
 use super::{
     CommandPool, Connector, Inbox, KeySpace, RedisBackend, RedisPool, Subscription, Unclaimed,
 };
-use crate::backend::{InboxStop, Wiring};
+use crate::backend::{shared_kind, InboxStop, Wiring};
 use crate::error::LockError;
 use crate::waiters::Departure;
 
@@ -131,6 +131,9 @@ fn pass_on(node: Arc<RedisBackend>, wiring: &Wiring) -> impl Fn(Unclaimed) + Sen
                     // a request that began to wait meanwhile may have lost its record: it checks
                     waiters.wake_one(&lock);
                     outcome
+                }
+                Unclaimed::Grant { lock, waiter } if shared_kind(&waiter).is_some() => {
+                    node.shared_leave_queue(&lock, &waiter).await
                 }
                 Unclaimed::Grant { lock, waiter } => node.leave_queue(&lock, &waiter).await,
             };

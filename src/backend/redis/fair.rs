@@ -25,10 +25,10 @@ impl RedisBackend {
             .arg(server_ms(self.eviction))
             .arg(&self.inbox_prefix)
             .arg(req.waiter);
-        let answer: i64 = self
+        let answer = self
             .invoke_within(slot_hint(req.id), &call, super::LATE_REPLY)
             .await?;
-        Ok(super::attempt(answer))
+        super::attempt(answer)
     }
 
     pub(crate) async fn fair_release(
@@ -70,7 +70,7 @@ impl RedisBackend {
         let mut call = ScriptCall::new(&scripts::HEARTBEAT, 3 * batch.len());
         for waiter in batch {
             call.key(&*waiter.id)
-                .key(names::queue(&waiter.id))
+                .key(names::queue_of(&waiter.id, &waiter.owner))
                 .key(names::heartbeat(&waiter.id, &waiter.owner));
         }
         call.arg(server_ms(self.eviction));

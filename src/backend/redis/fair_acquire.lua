@@ -4,16 +4,19 @@
 -- ARGV: owner, lease ms, will wait ('1'/'0'), already queued ('1'/'0'), eviction ms (heartbeat
 --       deadline and claim lease), inbox channel prefix, this request's waiter ('<owner>|<n>')
 -- Returns the fencing token (> 0) when acquired; when busy, -1 - the lock's remaining lease in ms;
--- 0 when the lock is held in exclusive mode, or free while exclusive requests wait for it (the two
--- modes are not mixed on one lock).
+-- when the lock is held or waited for in another family of modes (they are not mixed on one
+-- lock), that family's name: 'exclusive' (held, or free while exclusive requests wait for it),
+-- 'read/write' or 'semaphore'.
 local lock, q, heartbeat, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, lease = ARGV[1], ARGV[2]
 local will_wait, queued = ARGV[3] == '1', ARGV[4] == '1'
 local eviction, prefix, waiter = ARGV[5], ARGV[6], ARGV[7]
 
-local holds, token, _, fair = lock_state(lock, owner)
-if token and not fair then
-  return 0
+local holds, token, _, fair, shared = lock_state(lock, owner)
+if shared then
+  return shared_family(shared)
+elseif token and not fair then
+  return 'exclusive'
 end
 if holds then
   if queued and fair ~= '1' and owner_of(fair) == owner then
@@ -37,7 +40,7 @@ end
 
 if not token then
   if redis.call('EXISTS', KEYS[5]) == 1 then
-    return 0
+    return 'exclusive'
   end
   local head = redis.call('LINDEX', q, '0')
   local ours = not head or head == waiter

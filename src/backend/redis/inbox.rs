@@ -31,14 +31,15 @@ pub(crate) enum Unclaimed {
     Grant { lock: LockId, waiter: String },
 }
 
-/// Parse a grant message: `g|<lock>|<owner>|<n>|<token>` into the lock, the waiter
-/// (`<owner>|<n>`) and the token (owner ids, wait numbers and tokens contain no `|`).
+/// Parse a grant message, `g|<lock>|<waiter>|<token>`, into the lock, the waiter (`<owner>|<n>`,
+/// or `<owner>|<n>|<kind>` for a shared lock) and the token. A lock id is `{N:K}` with every `}`
+/// of N and K escaped, so its first `}` ends it; waiters and tokens contain no `}`.
 fn parse_grant(msg: &str) -> Option<(&str, &str, u64)> {
     let rest = msg.strip_prefix("g|")?;
-    let (rest, token) = rest.rsplit_once('|')?;
-    let (lock_and_owner, _n) = rest.rsplit_once('|')?;
-    let (lock, _owner) = lock_and_owner.rsplit_once('|')?;
-    Some((lock, &rest[lock.len() + 1..], token.parse().ok()?))
+    let lock = &rest[..=rest.find('}')?];
+    let (waiter, token) = rest[lock.len()..].strip_prefix('|')?.rsplit_once('|')?;
+    waiter.contains('|').then_some(())?;
+    Some((lock, waiter, token.parse().ok()?))
 }
 
 const MIN_BACKOFF: Duration = Duration::from_millis(20);
@@ -58,20 +59,30 @@ struct Postman {
 
 impl Postman {
     fn deliver(&self, text: &str) {
-        let unclaimed = |message| {
-            if let Some(pass_on) = self.unclaimed.get() {
-                pass_on(message);
-            }
-        };
-        if let Some((lock, waiter, token)) = parse_grant(text) {
-            if !self.waiters.grant(lock, waiter, token) {
-                unclaimed(Unclaimed::Grant {
-                    lock: Arc::from(lock),
-                    waiter: waiter.to_owned(),
-                });
-            }
+        if text.starts_with("g|") {
+            // a shared lock's release may grant several waiters of this manager: one per line
+            text.lines().for_each(|grant| self.deliver_grant(grant));
         } else if !self.waiters.wake_one(text) {
-            unclaimed(Unclaimed::Wake(Arc::from(text)));
+            self.pass_on(Unclaimed::Wake(Arc::from(text)));
+        }
+    }
+
+    fn deliver_grant(&self, text: &str) {
+        let Some((lock, waiter, token)) = parse_grant(text) else {
+            tracing::debug!(message = text, "malformed grant message ignored");
+            return;
+        };
+        if !self.waiters.grant(lock, waiter, token) {
+            self.pass_on(Unclaimed::Grant {
+                lock: Arc::from(lock),
+                waiter: waiter.to_owned(),
+            });
+        }
+    }
+
+    fn pass_on(&self, message: Unclaimed) {
+        if let Some(pass_on) = self.unclaimed.get() {
+            pass_on(message);
         }
     }
 }
@@ -317,5 +328,10 @@ mod tests {
         assert_eq!(parse_grant("{ns:a}"), None);
         assert_eq!(parse_grant("g|{ns:a}|m1:7|3|x"), None);
         assert_eq!(parse_grant("g|{ns:a}|1700000000000001"), None);
+        assert_eq!(
+            parse_grant("g|{ns:a|b}|m1:7|3|r|1700000000000001"),
+            Some(("{ns:a|b}", "m1:7|3|r", 1_700_000_000_000_001)),
+            "a shared lock's waiter names its kind"
+        );
     }
 }

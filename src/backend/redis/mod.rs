@@ -14,6 +14,7 @@ mod locator;
 mod names;
 mod pool;
 mod scripts;
+mod shared;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,16 +52,31 @@ pub(crate) struct RedisBackend {
     eviction: Duration,
 }
 
-/// An acquire script's answer: the fencing token (> 0) when acquired; 0 when the lock is held or
-/// queued for in the other mode; when busy, -1 - the holder's remaining lease in ms.
-fn attempt(answer: i64) -> Attempt {
-    match u64::try_from(answer) {
-        Ok(0) => Attempt::OtherMode,
+/// An acquire script's answer: the fencing token (> 0) when acquired; when busy, -1 - the
+/// holder's remaining lease in ms; when the lock is held or queued for in another family of modes,
+/// that family's name (`exclusive`, `fair`, `read/write`, `semaphore`); `upgrade` when a reader
+/// asked to write.
+fn attempt(answer: redis::Value) -> Result<Attempt, BoxError> {
+    use crate::options::Mode;
+    let other = |held| Ok(Attempt::OtherMode { held });
+    let answer = match answer {
+        redis::Value::Int(answer) => answer,
+        redis::Value::BulkString(name) => match &name[..] {
+            b"exclusive" => return other(Mode::Exclusive),
+            b"fair" => return other(Mode::Fair),
+            b"read/write" => return other(Mode::Write),
+            b"semaphore" => return other(Mode::Semaphore(0)),
+            b"upgrade" => return Ok(Attempt::NoUpgrade),
+            _ => return Err(format!("unexpected answer of an acquire script: {name:?}").into()),
+        },
+        other => return Err(format!("unexpected answer of an acquire script: {other:?}").into()),
+    };
+    Ok(match u64::try_from(answer) {
         Ok(token) => Attempt::Acquired { token },
         _ => Attempt::Busy {
             ttl: u64::try_from(-1 - answer).ok().map(Duration::from_millis),
         },
-    }
+    })
 }
 
 /// How an exclusive acquire attempt waits, for the acquire script: '' it does not, 'w' it will,
@@ -218,6 +234,9 @@ impl RedisBackend {
         if req.mode == crate::options::Mode::Fair {
             return self.fair_try_acquire(req).await;
         }
+        if req.mode.is_shared() {
+            return self.shared_try_acquire(req).await;
+        }
         let mut call = ScriptCall::new(&scripts::ACQUIRE, 4);
         call.key(&**req.id)
             .key(names::waiters(req.id))
@@ -226,10 +245,10 @@ impl RedisBackend {
             .arg(&**req.owner)
             .arg(server_ms(req.lease))
             .arg(wait_mode(req));
-        let answer: i64 = self
+        let answer = self
             .invoke_within(slot_hint(req.id), &call, LATE_REPLY)
             .await?;
-        Ok(attempt(answer))
+        attempt(answer)
     }
 
     /// Release one hold of `owner`; with `token`, only a hold made under it (the argument is left
@@ -285,22 +304,40 @@ impl RedisBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::Mode;
+    use redis::Value;
 
     #[test]
     fn an_acquire_answer_is_a_token_or_the_holders_remaining_lease() {
-        assert!(matches!(attempt(1), Attempt::Acquired { token: 1 }));
+        let read = |answer| attempt(answer).expect("an answer");
         assert!(matches!(
-            attempt(1_700_000_000_000_001),
+            read(Value::Int(1)),
+            Attempt::Acquired { token: 1 }
+        ));
+        assert!(matches!(
+            read(Value::Int(1_700_000_000_000_001)),
             Attempt::Acquired {
                 token: 1_700_000_000_000_001
             }
         ));
-        let busy = |answer| match attempt(answer) {
+        let busy = |answer| match read(Value::Int(answer)) {
             Attempt::Busy { ttl } => ttl,
             other => panic!("{answer} read as {other:?}"),
         };
         assert_eq!(busy(-1), Some(Duration::ZERO));
         assert_eq!(busy(-30_001), Some(Duration::from_secs(30)));
-        assert!(matches!(attempt(0), Attempt::OtherMode));
+        let named = |name: &str| read(Value::BulkString(name.as_bytes().to_vec()));
+        assert!(matches!(
+            named("fair"),
+            Attempt::OtherMode { held: Mode::Fair }
+        ));
+        assert!(matches!(
+            named("semaphore"),
+            Attempt::OtherMode {
+                held: Mode::Semaphore(_)
+            }
+        ));
+        assert!(matches!(named("upgrade"), Attempt::NoUpgrade));
+        assert!(attempt(Value::BulkString(b"held".to_vec())).is_err());
     }
 }

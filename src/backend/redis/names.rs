@@ -107,6 +107,27 @@ pub(crate) fn queue(lock: &str) -> String {
     suffixed(lock, &[":ql"])
 }
 
+/// A shared lock's queue (read/write locks and semaphores): waiters `<owner>|<n>|<kind>` in
+/// order of arrival. A key of its own, so that no fair script ever grants to a shared waiter.
+pub(crate) fn shared_queue(lock: &str) -> String {
+    suffixed(lock, &[":qs"])
+}
+
+/// A shared lock's holders: a zset of owner ids by the expiry of their hold (server ms). The Lua
+/// scripts build the same name in `renew.lua` and `heartbeat.lua`.
+pub(crate) fn holders(lock: &str) -> String {
+    suffixed(lock, &[":s"])
+}
+
+/// The queue a waiter (`<owner>|<n>`, or `<owner>|<n>|<kind>` for a shared lock) is in.
+pub(crate) fn queue_of(lock: &str, waiter: &str) -> String {
+    if crate::backend::shared_kind(waiter).is_some() {
+        shared_queue(lock)
+    } else {
+        queue(lock)
+    }
+}
+
 /// A queued fair waiter's heartbeat key: it lives while the waiter's manager heartbeats it (the Lua
 /// scripts build the same name in `heartbeat_key`).
 pub(crate) fn heartbeat(lock: &str, waiter: &str) -> String {

@@ -1,14 +1,28 @@
 -- Renew many leases in one call (the watchdog's batch). A renewal only ever lengthens a lease
 -- (PEXPIRE ... GT, Redis 7): another hold of the same owner may have been made with a longer one.
+-- A hold of a shared lock has its own lease, its expiry in the holders' zset, which a renewal
+-- finds run out (the hold is lost) or lengthens.
 -- KEYS: lock hashes; ARGV: lease ms, then the owner of each lock in KEYS order.
 -- Returns one 1 (renewed) or 0 (not held by that owner any more) per lock.
+local lease = ARGV[1]
 local renewed = {}
+local now
 for i, lock in ipairs(KEYS) do
-  if redis.call('HEXISTS', lock, ARGV[i + 1]) == 1 then
-    redis.call('PEXPIRE', lock, ARGV[1], 'GT')
+  local owner = ARGV[i + 1]
+  local state = redis.call('HMGET', lock, owner, '#s')
+  renewed[i] = 0
+  if state[1] and not state[2] then
+    redis.call('PEXPIRE', lock, lease, 'GT')
     renewed[i] = 1
-  else
-    renewed[i] = 0
+  elseif state[1] then
+    now = now or now_ms()
+    local holders = lock .. ':s'
+    if tonumber(redis.call('ZSCORE', holders, owner) or '0') > now then
+      redis.call('ZADD', holders, 'GT', int(now + tonumber(lease)), owner)
+      live_at_least(lock, tonumber(lease))
+      live_at_least(holders, tonumber(lease))
+      renewed[i] = 1
+    end
   end
 end
 return renewed

@@ -8,8 +8,9 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// The helpers, one definition (with its comments) per paragraph.
-const HELPERS: &str = include_str!("common.lua");
+/// The helpers, one definition (with its comments) per paragraph: those of every lock, then those
+/// of shared locks.
+const HELPERS: &str = concat!(include_str!("common.lua"), "\n", include_str!("shared.lua"));
 
 const ACQUIRE_BODY: &str = include_str!("acquire.lua");
 const RELEASE_BODY: &str = include_str!("release.lua");
@@ -19,6 +20,9 @@ const FAIR_ACQUIRE_BODY: &str = include_str!("fair_acquire.lua");
 const FAIR_RELEASE_BODY: &str = include_str!("fair_release.lua");
 const FAIR_ABANDON_BODY: &str = include_str!("fair_abandon.lua");
 const HEARTBEAT_BODY: &str = include_str!("heartbeat.lua");
+const SHARED_ACQUIRE_BODY: &str = include_str!("shared_acquire.lua");
+const SHARED_RELEASE_BODY: &str = include_str!("shared_release.lua");
+const SHARED_ABANDON_BODY: &str = include_str!("shared_abandon.lua");
 
 /// Whether `text` uses the identifier `name` (not as part of a longer identifier).
 fn uses(text: &str, name: &str) -> bool {
@@ -82,6 +86,9 @@ pub(crate) static ALL: LazyLock<Vec<String>> = LazyLock::new(|| {
         FAIR_RELEASE_BODY,
         FAIR_ABANDON_BODY,
         HEARTBEAT_BODY,
+        SHARED_ACQUIRE_BODY,
+        SHARED_RELEASE_BODY,
+        SHARED_ABANDON_BODY,
     ]
     .into_iter()
     .map(assemble)
@@ -108,6 +115,12 @@ pub(crate) static FAIR_RELEASE: LazyLock<Script> = LazyLock::new(|| script(FAIR_
 pub(crate) static FAIR_ABANDON: LazyLock<Script> = LazyLock::new(|| script(FAIR_ABANDON_BODY));
 /// Renew the heartbeats of a batch of queued fair waiters.
 pub(crate) static HEARTBEAT: LazyLock<Script> = LazyLock::new(|| script(HEARTBEAT_BODY));
+/// Take a hold of a shared lock (read, write, permit) or join its queue.
+pub(crate) static SHARED_ACQUIRE: LazyLock<Script> = LazyLock::new(|| script(SHARED_ACQUIRE_BODY));
+/// Release one hold of a shared lock; grant the room it leaves to the next waiters.
+pub(crate) static SHARED_RELEASE: LazyLock<Script> = LazyLock::new(|| script(SHARED_RELEASE_BODY));
+/// Leave a shared lock's queue; drop a grant that raced with leaving; grant what room there is.
+pub(crate) static SHARED_ABANDON: LazyLock<Script> = LazyLock::new(|| script(SHARED_ABANDON_BODY));
 
 #[cfg(test)]
 mod tests {
@@ -134,6 +147,8 @@ mod tests {
             "grant_next",
             "MAX_SKIPPED",
             "drop_hold",
+            "grant_shared",
+            "purge",
         ] {
             assert!(names.contains(&name), "{name} missing from {names:?}");
         }
