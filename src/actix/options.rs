@@ -27,9 +27,20 @@ impl<K> LockMiddleware<K> {
         self.with_options(|options| options.lock(opts))
     }
 
-    /// Exclusive (the default) or fair (FIFO) locks: see [`RequestOptions::mode`].
+    /// The lock mode (exclusive by default; fair, read, write, semaphore): see
+    /// [`RequestOptions::mode`].
     pub fn mode(self, mode: Mode) -> Self {
         self.with_options(|options| options.mode(mode))
+    }
+
+    /// Read holds for requests of `methods`, write holds for the others, of one read/write lock
+    /// per key: see [`RequestOptions::read_methods`].
+    pub fn read_methods<I, S>(self, methods: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.with_options(|options| options.read_methods(methods))
     }
 
     /// Wait at most `timeout` for a busy lock, then answer 503 with `Retry-After`: see

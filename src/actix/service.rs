@@ -94,7 +94,8 @@ where
         let owner = owner(&self.manager, &mut *req.extensions_mut());
         Box::pin(async move {
             let options = &policy.options;
-            let acquired = options.clone().acquire(owner, keys.into_sorted(), None);
+            let options_of_method = options.clone().for_method(req.method().as_str());
+            let acquired = options_of_method.acquire(owner, keys.into_sorted(), None);
             let guards = match acquired.await {
                 Ok(guards) => guards,
                 Err(rejection) => return Ok(reject(&policy, req.into_parts().0, rejection)),

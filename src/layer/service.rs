@@ -120,6 +120,7 @@ where
             policy
                 .options
                 .clone()
+                .for_method(req.method().as_str())
                 .acquire(owner, keys.into_sorted(), cap),
         );
         ResponseFuture::new(Acquire::Locks(acquire), inner, req, policy, grpc)

@@ -69,6 +69,8 @@ pub struct RequestOptions {
     pub(crate) max_waiters: Option<(usize, Arc<WaitCounts>)>,
     pub(crate) hold_body: bool,
     pub(crate) retry_after: Duration,
+    /// Methods that take read holds (every other method a write hold), when set.
+    pub(crate) read_methods: Option<Arc<[Box<str>]>>,
 }
 
 impl Default for RequestOptions {
@@ -82,6 +84,7 @@ impl Default for RequestOptions {
             max_waiters: None,
             hold_body: false,
             retry_after: DEFAULT_RETRY_AFTER,
+            read_methods: None,
         }
     }
 }
@@ -105,6 +108,7 @@ impl std::fmt::Debug for RequestOptions {
             )
             .field("hold_body", &self.hold_body)
             .field("retry_after", &self.retry_after)
+            .field("read_methods", &self.read_methods)
             .finish()
     }
 }
@@ -129,9 +133,44 @@ impl RequestOptions {
         self
     }
 
-    /// Exclusive (the default) or fair (FIFO) locks.
+    /// The lock mode: exclusive (the default), fair (FIFO), or a shared mode (read, write,
+    /// semaphore; see [`read_methods`](Self::read_methods) for read/write by method).
     pub fn mode(mut self, mode: Mode) -> Self {
         self.lock = self.lock.mode(mode);
+        self
+    }
+
+    /// Take a read hold for requests whose method is one of `methods`, and a write hold for every
+    /// other method.
+    ///
+    /// Each key is then one fair read/write lock: reads of a resource run together, a write runs
+    /// alone, and a write is never starved by a stream of reads (FIFO across both). This sets the
+    /// mode of each request: it overrides [`mode`](Self::mode). Methods compare case-insensitively.
+    ///
+    /// ```
+    /// use tower_lock::{key, LockLayer, LockManager};
+    ///
+    /// let layer = LockLayer::new(LockManager::memory(), key::pattern("/docs/{id}"))
+    ///     .read_methods(["GET", "HEAD"]);
+    /// ```
+    pub fn read_methods<I, S>(mut self, methods: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let methods = methods.into_iter();
+        let upper = methods.map(|method| method.as_ref().to_ascii_uppercase().into_boxed_str());
+        self.read_methods = Some(upper.collect());
+        self
+    }
+
+    /// These options for a request of `method`: with [`read_methods`](Self::read_methods) set,
+    /// a read or a write hold.
+    pub(crate) fn for_method(mut self, method: &str) -> Self {
+        if let Some(read_methods) = &self.read_methods {
+            let read = read_methods.iter().any(|m| m.eq_ignore_ascii_case(method));
+            self.lock = self.lock.mode(if read { Mode::Read } else { Mode::Write });
+        }
         self
     }
 

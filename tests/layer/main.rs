@@ -17,4 +17,5 @@ mod plain_service;
 #[cfg(feature = "metrics")]
 mod recorder;
 mod redis_replicas;
+mod shared_locks;
 mod spans;

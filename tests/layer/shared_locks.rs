@@ -1,0 +1,125 @@
+//! Shared locks behind the layer and the actix-web middleware: read holds for the methods named by
+//! `read_methods` (they run together, a write runs alone), and a semaphore as a concurrency limit
+//! per key.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use tower_lock::{LockManager, LockOptions, RequestOptions};
+
+use crate::on_both_stacks;
+use crate::support::GENEROUS;
+use crate::web::stacks::{handler, Handler, Stack};
+use crate::web::{Bank, HttpClient};
+
+on_both_stacks!(
+    reads_by_method_run_together,
+    writes_by_method_run_alone,
+    a_semaphore_limits_the_requests_inside,
+);
+
+/// A handler that answers 200 once `parties` requests are inside together, or 408 after `wait`.
+fn meeting(parties: usize, wait: Duration) -> Handler {
+    let barrier = Arc::new(tokio::sync::Barrier::new(parties));
+    handler(move || {
+        let barrier = barrier.clone();
+        async move {
+            match tokio::time::timeout(wait, barrier.wait()).await {
+                Ok(_) => (StatusCode::OK, String::new()),
+                Err(_) => (StatusCode::REQUEST_TIMEOUT, String::new()),
+            }
+        }
+    })
+}
+
+async fn reads_by_method_run_together<S: Stack>() {
+    let manager = LockManager::memory();
+    let options = RequestOptions::new()
+        .read_methods(["GET", "head"])
+        .wait_timeout(GENEROUS);
+    let server = S::handler(&manager, options, meeting(3, GENEROUS)).await;
+    let client = HttpClient::default();
+    // three reads of one account meet inside: only possible if they hold the lock at once
+    let (a, b, c) = tokio::join!(
+        client.send("GET", server.addr, "/accounts/1"),
+        client.send("HEAD", server.addr, "/accounts/1"),
+        client.send("GET", server.addr, "/accounts/1/orders"),
+    );
+    assert_eq!(
+        (a.status, b.status, c.status),
+        (StatusCode::OK, StatusCode::OK, StatusCode::OK)
+    );
+}
+
+async fn writes_by_method_run_alone<S: Stack>() {
+    let manager = LockManager::memory();
+    let bank = Arc::new(Bank::default());
+    let options = RequestOptions::new()
+        .read_methods(["GET"])
+        .wait_timeout(GENEROUS);
+    let server = S::bank(&manager, options, &bank).await;
+    let client = HttpClient::default();
+    let puts = (0..20).map(|_| client.send("PUT", server.addr, "/accounts/4"));
+    let gets = (0..20).map(|_| client.send("GET", server.addr, "/accounts/4"));
+    let (puts, gets) = tokio::join!(
+        futures_util::future::join_all(puts),
+        futures_util::future::join_all(gets)
+    );
+    assert!(puts.iter().chain(&gets).all(|r| r.status == StatusCode::OK));
+    assert_eq!(bank.balance(4), 20, "a deposit was lost");
+    assert_eq!(
+        bank.max_inside.load(Ordering::SeqCst),
+        1,
+        "writes overlapped"
+    );
+    // a write beside a read is refused the same way: hold a read, a PUT waits for it
+    let read = manager
+        .acquire("accounts/4", &LockOptions::read())
+        .await
+        .unwrap();
+    let put = tokio::spawn({
+        let (client, addr) = (client.clone(), server.addr);
+        async move { client.send("PUT", addr, "/accounts/4").await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!put.is_finished(), "the write ran beside a read");
+    read.release().await.unwrap();
+    assert_eq!(put.await.unwrap().status, StatusCode::OK);
+    assert_eq!(bank.balance(4), 21);
+}
+
+async fn a_semaphore_limits_the_requests_inside<S: Stack>() {
+    let manager = LockManager::memory();
+    let (inside, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let counting = {
+        let (inside, most) = (inside.clone(), most.clone());
+        handler(move || {
+            let (inside, most) = (inside.clone(), most.clone());
+            async move {
+                let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                (StatusCode::OK, String::new())
+            }
+        })
+    };
+    let options = RequestOptions::new()
+        .lock(LockOptions::semaphore(2))
+        .wait_timeout(GENEROUS);
+    let server = S::handler(&manager, options, counting).await;
+    let client = HttpClient::default();
+    let puts = (0..12).map(|_| client.send("PUT", server.addr, "/accounts/9"));
+    let replies = futures_util::future::join_all(puts).await;
+    assert!(
+        replies.iter().all(|r| r.status == StatusCode::OK),
+        "{replies:?}"
+    );
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        2,
+        "not 2 requests inside at most"
+    );
+}
