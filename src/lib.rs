@@ -38,6 +38,23 @@
 //! # }
 //! ```
 //!
+//! Besides exclusive locks there are fair (FIFO) locks, fair read/write locks (any number of
+//! reads or one write, FIFO across both) and semaphores (at most n holds): see [`LockOptions`].
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), tower_lock::LockError> {
+//! use tower_lock::{LockManager, LockOptions};
+//!
+//! let manager = LockManager::memory();
+//! let first = manager.acquire("doc:7", &LockOptions::read()).await?;
+//! let second = manager.acquire("doc:7", &LockOptions::read()).await?; // reads run together
+//! assert!(manager.try_acquire("doc:7", &LockOptions::write()).await?.is_none());
+//! assert!(second.fencing_token() > first.fencing_token()); // every hold its own token
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! In a web service, a [`LockLayer`] does this for every request: a key extractor from [`key`] names
 //! the locks (`key::pattern("/accounts/{id}")` locks `accounts/42` for `PUT /accounts/42/orders`), the
 //! handler runs while they are held, and a busy lock, a timeout or an unreachable Redis becomes an

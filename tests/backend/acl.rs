@@ -30,6 +30,7 @@ const SETUSER: &[&str] = &[
     // inside the scripts
     "+del",
     "+exists",
+    "+hdel",
     "+hexists",
     "+hget",
     "+hincrby",
@@ -46,8 +47,12 @@ const SETUSER: &[&str] = &[
     "+set",
     "+time",
     "+zadd",
+    "+zcard",
     "+zpopmin",
+    "+zrange",
+    "+zrangebyscore",
     "+zrem",
+    "+zscore",
 ];
 
 fn locker_url(server: &RedisServer, namespace_db: u8) -> String {
@@ -75,6 +80,10 @@ async fn renew_and_cancel(url: &str, second: &LockManager) {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(!renewed.is_lost(), "renewed past its 600 ms lease");
     renewed.release().await.expect("still held");
+    let read = short.acquire("r", &LockOptions::read()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!read.is_lost(), "a read hold renewed past its 600 ms lease");
+    read.release().await.expect("still held");
 
     let held = short.acquire("q", &LockOptions::fair()).await.unwrap();
     let waiter = {
@@ -118,6 +127,8 @@ async fn two_managers_lock_as_a_user_restricted_to_what_the_crate_needs() {
     let second = manager(&url, "tower-lock").await.expect("second manager");
     hand_over(&first, &second, LockOptions::exclusive()).await;
     hand_over(&first, &second, LockOptions::fair()).await;
+    hand_over(&first, &second, LockOptions::write()).await;
+    hand_over(&first, &second, LockOptions::semaphore(1)).await;
     renew_and_cancel(&url, &second).await;
 
     let held = first.acquire("k", &LockOptions::exclusive()).await.unwrap();
