@@ -394,3 +394,45 @@ async fn a_writer_gets_in_under_a_stream_of_readers(fx: Fixture) {
         reader.await.unwrap();
     }
 }
+
+/// A read hold whose holder entry is deleted behind its guard is lost at the next renewal, while
+/// the other reads of the lock are renewed and stay held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_hold_deleted_behind_its_guard_is_lost_and_the_others_stay() {
+    let server = crate::support::RedisServer::start();
+    let m = LockManager::builder()
+        .redis(server.url())
+        .lease(Duration::from_millis(600))
+        .build()
+        .await
+        .unwrap();
+    let (kept, doomed) = (
+        m.acquire("lost", &LockOptions::read()).await.unwrap(),
+        m.acquire("lost", &LockOptions::read()).await.unwrap(),
+    );
+    let fields = server.cmd(&["ZRANGE", "{tower-lock:lost}:s", "0", "-1"]);
+    let holders = fields.as_strings().unwrap();
+    assert_eq!(holders.len(), 2);
+    // the second hold's token tells which holder entry is the doomed guard's
+    let doomed_owner = holders
+        .iter()
+        .find(|owner| {
+            let token = server.cmd(&["HGET", "{tower-lock:lost}", &format!("#t:{owner}")]);
+            token.as_int() == Some(doomed.fencing_token() as i64)
+        })
+        .unwrap();
+    server.cmd(&["ZREM", "{tower-lock:lost}:s", doomed_owner]);
+    tokio::time::timeout(GENEROUS, doomed.lost())
+        .await
+        .expect("the deleted hold is lost");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(
+        !kept.is_lost(),
+        "the other read was renewed past two leases"
+    );
+    kept.release().await.unwrap();
+    assert!(matches!(
+        doomed.release().await,
+        Err(LockError::NotHeld { .. })
+    ));
+}
