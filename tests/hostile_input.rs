@@ -279,12 +279,18 @@ fn extractors_never_panic_and_follow_their_rules() {
             prop_assert_eq!(decoded_segments(&expected), segments.clone());
         }
 
-        // key::pattern("/accounts/{id}"): the first two segments when the first is `accounts`
+        // key::pattern("/accounts/{id}"): the first two segments when the first is `accounts`;
+        // segments are counted as the path spells them (after one leading `/`), and an empty one
+        // (`//`) matches nothing
         let accounts = key::pattern("/accounts/{id}");
         let got = accounts.extract(view);
         valid(&got)?;
-        let want = match segments.as_slice() {
-            [first, id, ..] if spell(first) == "accounts" => {
+        let path = &req.path;
+        let raw: Vec<Vec<u8>> = (path.strip_prefix('/').unwrap_or(path).split('/'))
+            .map(decode_segment)
+            .collect();
+        let want = match raw.as_slice() {
+            [first, id, ..] if !id.is_empty() && spell(first) == "accounts" => {
                 vec![format!("accounts/{}", spell(id))]
             }
             _ => vec![],
