@@ -54,6 +54,8 @@ enum Target {
     Quorum(Vec<redis::Endpoint>),
     #[cfg(feature = "redis")]
     Sentinel(Vec<redis::Endpoint>, String),
+    #[cfg(feature = "cluster")]
+    Cluster(Vec<redis::Endpoint>),
 }
 
 impl Default for LockManagerBuilder {
@@ -197,6 +199,39 @@ impl LockManagerBuilder {
         self
     }
 
+    /// Keep locks in the Redis Cluster that `seeds` (`redis://host:port` of some of its nodes)
+    /// belong to. Each lock's keys share one hash tag, so every script call goes to the one shard
+    /// that owns the lock's slot (redis-rs follows `MOVED` and `ASK`), and messages go over
+    /// sharded pub/sub (`SSUBSCRIBE`, Redis 7) on that shard only: no broadcast to every node.
+    ///
+    /// Replication is asynchronous: a failover to a replica that had not received the latest
+    /// grants forgets them (see the README, "Redis Cluster"). Every holder whose lock was
+    /// forgotten learns it at its next renewal.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), tower_lock::LockError> {
+    /// use tower_lock::LockManager;
+    ///
+    /// let manager = LockManager::builder()
+    ///     .cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])
+    ///     .build()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "cluster")]
+    pub fn cluster<I, S>(mut self, seeds: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let seeds = seeds
+            .into_iter()
+            .map(|url| redis::Endpoint::Url(url.into()));
+        self.target = Target::Cluster(seeds.collect());
+        self
+    }
+
     /// Quorum managers: how long one master may take to answer a command (default 250 ms) before
     /// it counts as failed (its connection is then replaced, and opening one is bounded by this
     /// too). Keep it well under the lease. An attempt never waits for a slow master once the others
@@ -233,6 +268,20 @@ impl LockManagerBuilder {
                     .collect::<Result<Vec<_>, _>>()?;
                 let master = redis::Locator::sentinel(infos, service)?;
                 let (redis, stop) = redis::connect(master, None, &self.settings(), &wiring).await?;
+                (Backend::Redis(redis), stop)
+            }
+            #[cfg(feature = "cluster")]
+            Target::Cluster(ref seeds) => {
+                let infos =
+                    (seeds.iter().map(redis::Endpoint::resolve)).collect::<Result<Vec<_>, _>>()?;
+                if infos.is_empty() {
+                    return Err(LockError::Config(
+                        "no cluster node: at least one is needed".into(),
+                    ));
+                }
+                let settings = self.settings();
+                let (redis, stop) =
+                    redis::RedisBackend::connect_cluster(infos, &settings, &wiring).await?;
                 (Backend::Redis(redis), stop)
             }
             #[cfg(feature = "redis")]

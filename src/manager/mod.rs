@@ -265,6 +265,28 @@ impl LockManager {
         Self::builder().quorum(urls).build().await
     }
 
+    /// A manager on the Redis Cluster that `seeds` (some of its nodes) belong to: see
+    /// [`LockManagerBuilder::cluster`].
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), tower_lock::LockError> {
+    /// use tower_lock::{LockManager, LockOptions};
+    ///
+    /// let manager = LockManager::cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"]).await?;
+    /// let guard = manager.acquire("account:42", &LockOptions::fair()).await?;
+    /// guard.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "cluster")]
+    pub async fn cluster<I, S>(seeds: I) -> Result<LockManager, LockError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::builder().cluster(seeds).build().await
+    }
+
     /// Configure a manager: namespace, lease, backend.
     pub fn builder() -> LockManagerBuilder {
         LockManagerBuilder::default()

@@ -7,6 +7,8 @@ mod support;
 
 mod acl;
 mod batching;
+#[cfg(feature = "cluster")]
+mod cluster;
 mod contract;
 mod fair;
 mod fair_liveness;

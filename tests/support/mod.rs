@@ -11,6 +11,7 @@
 //! Commands are sent with a tiny RESP2 client ([`redis_cmd`]).
 #![allow(dead_code, unused_imports)]
 
+pub mod cluster;
 pub mod fixture;
 pub mod logs;
 pub mod masters;
@@ -26,7 +27,7 @@ pub use resp::{redis_cmd, redis_cmd_bytes, Reply};
 pub use spawn::free_port;
 use spawn::{
     lock, new_temp_dir, read_from, spawn_on_port_retrying, spawn_on_port_retrying_with,
-    spawn_server, SpawnError, HANDED_OUT_PORTS, START_ATTEMPTS,
+    spawn_server, spawn_server_with, SpawnError, HANDED_OUT_PORTS, START_ATTEMPTS,
 };
 pub use wait::{eventually, wait_until, GENEROUS};
 
@@ -62,11 +63,17 @@ impl RedisServer {
     /// process), retries on a different port. Panics with the server log on
     /// failure, or with an install hint if `redis-server` is missing.
     pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// Like [`start`](Self::start), with `extra` arguments for `redis-server` (e.g.
+    /// `--cluster-enabled yes`).
+    pub fn start_with(extra: &[&str]) -> RedisServer {
         let mut last_err = String::new();
         for _ in 0..START_ATTEMPTS {
             let port = free_port();
             let dir = new_temp_dir(port);
-            match spawn_server(port, &dir) {
+            match spawn_server_with(port, &dir, extra) {
                 Ok(child) => {
                     return RedisServer {
                         child: Mutex::new(Some(child)),

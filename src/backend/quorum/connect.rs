@@ -30,6 +30,8 @@ pub(crate) async fn connect(
         .map(|(server, s)| s.map_err(|err| format!("{}: {err}", server.name)))
         .collect();
     require_majority(&subscriptions)?;
+    let mut subscriptions = subscriptions;
+    refuse_cluster_nodes(&servers, &mut subscriptions).await?;
     let nodes = (servers.iter())
         .map(|s| Node::new(s.backend.clone(), s.name.clone()))
         .collect();
@@ -46,6 +48,26 @@ pub(crate) async fn connect(
         spawn_inbox(server, subscription.ok(), wiring, stop.add());
     }
     Ok((Arc::new(quorum), stop))
+}
+
+/// Fails when a master is a Redis Cluster node: a quorum's masters must be independent, and a
+/// cluster's nodes would answer most keys with `MOVED`.
+async fn refuse_cluster_nodes(
+    servers: &[Server],
+    subscriptions: &mut [Result<Subscription, String>],
+) -> Result<(), LockError> {
+    for (server, subscription) in servers.iter().zip(subscriptions) {
+        if let Ok(subscription) = subscription {
+            if subscription.in_cluster().await {
+                return Err(LockError::Config(format!(
+                    "Redis master {} is a Redis Cluster node: quorum (RedLock) locks need \
+                     independent masters; use LockManager::cluster for a cluster",
+                    server.name
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Fails unless a majority of the masters could be subscribed, naming why each other one could not.

@@ -116,7 +116,10 @@ pub(crate) fn spawn_inbox(
 
 /// What to do with a message that no local waiter takes: pass it on through the server it came
 /// from. A wake-up goes to the next waiting manager, a grant to the next queued waiter.
-fn pass_on(node: Arc<RedisBackend>, wiring: &Wiring) -> impl Fn(Unclaimed) + Send + Sync + 'static {
+pub(super) fn pass_on(
+    node: Arc<RedisBackend>,
+    wiring: &Wiring,
+) -> impl Fn(Unclaimed) + Send + Sync + 'static {
     let (waiters, background) = (wiring.waiters.clone(), wiring.background.clone());
     move |message: Unclaimed| {
         let (node, waiters) = (node.clone(), waiters.clone());

@@ -60,7 +60,7 @@ impl Connector {
         // more round trips.
         let mut load = redis::pipe();
         load.cmd("CLIENT").arg("SETNAME").arg(&self.name).ignore();
-        for source in super::scripts::ALL.iter() {
+        for source in super::scripts::STANDALONE.sources.iter() {
             load.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
         }
         load.query_async::<()>(&mut conn).await?;

@@ -18,74 +18,15 @@ use redis::{AsyncConnectionConfig, Client, ProtocolVersion, PushInfo, PushKind, 
 use super::locator::Locator;
 use tokio::sync::{oneshot, Notify};
 
+use super::postman::{Postman, Unclaimed};
 use crate::backend::jitter;
 use crate::error::LockError;
-use crate::waiters::{LockId, WaitRegistry};
-
-/// A message no local waiter could take: the backend must pass it on.
-#[derive(Debug)]
-pub(crate) enum Unclaimed {
-    /// "Lock K is free", but nobody here waits for K any more.
-    Wake(LockId),
-    /// A fair grant to a waiter (`<owner>|<n>`) that stopped waiting.
-    Grant { lock: LockId, waiter: String },
-}
-
-/// Parse a grant message, `g|<lock>|<waiter>|<token>`, into the lock, the waiter (`<owner>|<n>`,
-/// or `<owner>|<n>|<kind>` for a shared lock) and the token. A lock id is `{N:K}` with every `}`
-/// of N and K escaped, so its first `}` ends it; waiters and tokens contain no `}`.
-fn parse_grant(msg: &str) -> Option<(&str, &str, u64)> {
-    let rest = msg.strip_prefix("g|")?;
-    let lock = &rest[..=rest.find('}')?];
-    let (waiter, token) = rest[lock.len()..].strip_prefix('|')?.rsplit_once('|')?;
-    waiter.contains('|').then_some(())?;
-    Some((lock, waiter, token.parse().ok()?))
-}
+use crate::waiters::WaitRegistry;
 
 const MIN_BACKOFF: Duration = Duration::from_millis(20);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// How often an idle inbox checks that its connection still answers.
 const KEEPALIVE: Duration = Duration::from_secs(5);
-
-type UnclaimedHandler = Box<dyn Fn(Unclaimed) + Send + Sync>;
-
-/// Hands each message to the local waiter it concerns.
-struct Postman {
-    waiters: Arc<WaitRegistry>,
-    /// Set when the inbox starts running; no message can concern this manager before its first
-    /// request, which comes later.
-    unclaimed: OnceLock<UnclaimedHandler>,
-}
-
-impl Postman {
-    fn deliver(&self, text: &str) {
-        if text.starts_with("g|") {
-            // a shared lock's release may grant several waiters of this manager: one per line
-            text.lines().for_each(|grant| self.deliver_grant(grant));
-        } else if !self.waiters.wake_one(text) {
-            self.pass_on(Unclaimed::Wake(Arc::from(text)));
-        }
-    }
-
-    fn deliver_grant(&self, text: &str) {
-        let Some((lock, waiter, token)) = parse_grant(text) else {
-            tracing::debug!(message = text, "malformed grant message ignored");
-            return;
-        };
-        if !self.waiters.grant(lock, waiter, token) {
-            self.pass_on(Unclaimed::Grant {
-                lock: Arc::from(lock),
-                waiter: waiter.to_owned(),
-            });
-        }
-    }
-
-    fn pass_on(&self, message: Unclaimed) {
-        if let Some(pass_on) = self.unclaimed.get() {
-            pass_on(message);
-        }
-    }
-}
 
 /// One live subscription: the connection, and the signal its reader gives when it drops.
 pub(crate) struct Subscription {
@@ -100,6 +41,16 @@ pub(crate) struct Subscription {
 impl Drop for Subscription {
     fn drop(&mut self) {
         self.live.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Subscription {
+    /// Whether the server is a node of a Redis Cluster (`INFO cluster`: `cluster_enabled:1`).
+    pub(crate) async fn in_cluster(&mut self) -> bool {
+        let mut info = redis::cmd("INFO");
+        info.arg("cluster");
+        let info = info.query_async::<String>(&mut self.conn).await;
+        info.is_ok_and(|info| info.contains("cluster_enabled:1"))
     }
 }
 
@@ -308,7 +259,7 @@ fn is_master(reply: &redis::Value) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_master, parse_grant};
+    use super::is_master;
     use redis::Value;
 
     #[test]
@@ -317,21 +268,5 @@ mod tests {
         assert!(is_master(&role("master")));
         assert!(!is_master(&role("slave")));
         assert!(!is_master(&Value::SimpleString("PONG".into())));
-    }
-
-    #[test]
-    fn grants_parse_even_when_the_lock_name_has_bars() {
-        assert_eq!(
-            parse_grant("g|{ns:a|b}|m1:7|3|1700000000000001"),
-            Some(("{ns:a|b}", "m1:7|3", 1_700_000_000_000_001))
-        );
-        assert_eq!(parse_grant("{ns:a}"), None);
-        assert_eq!(parse_grant("g|{ns:a}|m1:7|3|x"), None);
-        assert_eq!(parse_grant("g|{ns:a}|1700000000000001"), None);
-        assert_eq!(
-            parse_grant("g|{ns:a|b}|m1:7|3|r|1700000000000001"),
-            Some(("{ns:a|b}", "m1:7|3|r", 1_700_000_000_000_001)),
-            "a shared lock's waiter names its kind"
-        );
     }
 }

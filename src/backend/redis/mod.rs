@@ -5,6 +5,11 @@
 mod args;
 mod batcher;
 mod call;
+mod channels;
+#[cfg(feature = "cluster")]
+mod cluster;
+#[cfg(feature = "cluster")]
+mod cluster_inbox;
 mod connect;
 mod connector;
 mod endpoint;
@@ -13,8 +18,11 @@ mod inbox;
 mod locator;
 mod names;
 mod pool;
+mod postman;
 mod scripts;
 mod shared;
+#[cfg(feature = "cluster")]
+mod slots;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,15 +31,18 @@ use redis::FromRedisValue;
 
 pub(crate) use args::{flag, millis, server_ms};
 pub(crate) use call::ScriptCall;
+use channels::Channels;
 pub(crate) use connect::{connect, open_server, spawn_inbox, Server, Settings};
 pub(crate) use endpoint::Endpoint;
-pub(crate) use inbox::{Inbox, Subscription, Unclaimed};
+pub(crate) use inbox::{Inbox, Subscription};
 pub(crate) use locator::Locator;
 pub(crate) use names::KeySpace;
 pub(crate) use names::{fence as fence_key, waiters as waiters_key};
 pub use pool::RedisPool;
 pub(crate) use pool::{CommandPool, Connector};
+pub(crate) use postman::Unclaimed;
 pub(crate) use scripts::assemble as assemble_script;
+use scripts::Scripts;
 
 use super::{AcquireRequest, Attempt, LockParty, Released};
 use crate::error::BoxError;
@@ -45,7 +56,13 @@ pub(crate) struct RedisBackend {
     pool: CommandPool,
     keys: KeySpace,
     manager_id: Arc<str>,
-    inbox_prefix: String,
+    /// The manager's inbox channels, as scripts address them.
+    channels: Arc<Channels>,
+    /// On a cluster: the sharded subscriptions, made per slot before a request may wait there.
+    #[cfg(feature = "cluster")]
+    cluster: Option<Arc<cluster_inbox::ClusterInbox>>,
+    /// The scripts this server runs (a cluster publishes on shards).
+    scripts: &'static Scripts,
     timeout: Duration,
     /// Fair mode: a queued waiter without heartbeat for this long is evicted; a grant starts with a
     /// claim lease this long.
@@ -127,12 +144,14 @@ impl RedisBackend {
         timeout: Duration,
         eviction: Duration,
     ) -> Self {
-        let inbox_prefix = keys.inbox_prefix();
         RedisBackend {
             pool,
+            channels: Arc::new(Channels::fixed(&keys)),
+            scripts: &scripts::STANDALONE,
+            #[cfg(feature = "cluster")]
+            cluster: None,
             keys,
             manager_id,
-            inbox_prefix,
             timeout,
             eviction,
         }
@@ -231,13 +250,14 @@ impl RedisBackend {
     }
 
     pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, BoxError> {
+        self.listen(req).await?;
         if req.mode == crate::options::Mode::Fair {
             return self.fair_try_acquire(req).await;
         }
         if req.mode.is_shared() {
             return self.shared_try_acquire(req).await;
         }
-        let mut call = ScriptCall::new(&scripts::ACQUIRE, 4);
+        let mut call = ScriptCall::new(&self.scripts.acquire, 4);
         call.key(&**req.id)
             .key(names::waiters(req.id))
             .key(names::fence(req.id))
@@ -259,11 +279,11 @@ impl RedisBackend {
         owner: &OwnerId,
         token: Option<u64>,
     ) -> Result<Released, BoxError> {
-        let mut call = ScriptCall::new(&scripts::RELEASE, 2);
+        let mut call = ScriptCall::new(&self.scripts.release, 2);
         call.key(&**id)
             .key(names::waiters(id))
             .arg(&**owner)
-            .arg(&self.inbox_prefix);
+            .arg(&*self.channels.prefix(id));
         if let Some(token) = token {
             call.arg(token);
         }
@@ -271,17 +291,64 @@ impl RedisBackend {
         Ok(released(left))
     }
 
+    /// On a cluster, subscribe to this manager's channel of the slot of `req`'s lock before an
+    /// attempt that may record it as waiting there.
+    async fn listen(&self, req: &AcquireRequest<'_>) -> Result<(), BoxError> {
+        #[cfg(feature = "cluster")]
+        if let (Some(inbox), true) = (&self.cluster, req.will_wait) {
+            inbox.listen(slots::slot(req.id)).await?;
+        }
+        let _ = req;
+        Ok(())
+    }
+
+    /// Run `call` on the parties of `batch` whose locks share a slot, each group at once (a
+    /// script's keys must all be in one slot of a cluster; a standalone server takes the batch
+    /// whole), and put the answers back in the batch's order.
+    async fn per_slot<'a, F, Fut>(
+        &self,
+        batch: &'a [LockParty],
+        call: F,
+    ) -> Result<Vec<bool>, BoxError>
+    where
+        F: Fn(Vec<&'a LockParty>) -> Fut,
+        Fut: std::future::Future<Output = Result<Vec<bool>, BoxError>>,
+    {
+        let groups = self.channels.group_by_slot(batch.iter().map(|p| &*p.id));
+        let calls = groups
+            .iter()
+            .map(|group| call(group.iter().map(|&i| &batch[i]).collect()));
+        let answers = futures_util::future::join_all(calls).await;
+        let mut flags = vec![false; batch.len()];
+        for (group, answer) in groups.iter().zip(answers) {
+            for (&i, flag) in group.iter().zip(answer?) {
+                flags[i] = flag;
+            }
+        }
+        Ok(flags)
+    }
+
     pub(crate) async fn renew(
         &self,
         batch: &[LockParty],
         lease: Duration,
     ) -> Result<Vec<bool>, BoxError> {
-        let mut call = ScriptCall::new(&scripts::RENEW, batch.len());
-        for lock in batch {
+        self.per_slot(batch, |group| self.renew_slot(group, lease))
+            .await
+    }
+
+    /// Renew leases whose locks share a slot.
+    async fn renew_slot(
+        &self,
+        batch: Vec<&LockParty>,
+        lease: Duration,
+    ) -> Result<Vec<bool>, BoxError> {
+        let mut call = ScriptCall::new(&self.scripts.renew, batch.len());
+        for lock in &batch {
             call.key(&*lock.id);
         }
         call.arg(server_ms(lease));
-        for lock in batch {
+        for lock in &batch {
             call.arg(&*lock.owner);
         }
         let hint = batch.first().map_or(0, |lock| slot_hint(&lock.id));
@@ -290,13 +357,13 @@ impl RedisBackend {
     }
 
     pub(crate) async fn abandon(&self, id: &LockId, departure: Departure) -> Result<(), BoxError> {
-        let mut call = ScriptCall::new(&scripts::ABANDON, 2);
+        let mut call = ScriptCall::new(&self.scripts.abandon, 2);
         call.key(&**id)
             .key(names::waiters(id))
             .arg(&*self.manager_id)
             .arg(flag(departure.last))
             .arg(flag(departure.pass_on))
-            .arg(&self.inbox_prefix);
+            .arg(&*self.channels.prefix(id));
         self.invoke::<i64>(slot_hint(id), &call).await.map(drop)
     }
 }

@@ -84,6 +84,12 @@ impl KeySpace {
         key
     }
 
+    /// The namespace, escaped.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
     /// The pub/sub channel of one manager's inbox.
     pub(crate) fn inbox(&self, manager_id: &str) -> String {
         format!("{}{manager_id}", self.inbox_prefix())

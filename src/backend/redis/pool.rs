@@ -53,6 +53,10 @@ impl BrokenFlag {
 pub(crate) enum Channel {
     Batched(Arc<CommandBatcher>),
     Direct(MultiplexedConnection),
+    /// A Redis Cluster: redis-rs routes each command by the slot of its first key, and follows
+    /// `MOVED` and `ASK`.
+    #[cfg(feature = "cluster")]
+    Cluster(redis::cluster_async::ClusterConnection),
 }
 
 impl Channel {
@@ -62,6 +66,8 @@ impl Channel {
         match self {
             Channel::Batched(batcher) => batcher.send(cmd).await,
             Channel::Direct(conn) => conn.req_packed_command(cmd).await,
+            #[cfg(feature = "cluster")]
+            Channel::Cluster(conn) => conn.req_packed_command(cmd).await,
         }
     }
 
@@ -70,6 +76,9 @@ impl Channel {
         let mut conn = match self {
             Channel::Batched(batcher) => batcher.connection(),
             Channel::Direct(conn) => conn.clone(),
+            // loaded on every node (redis-rs sends SCRIPT LOAD to all of them)
+            #[cfg(feature = "cluster")]
+            Channel::Cluster(conn) => return script.load_async(conn).await.map(drop),
         };
         script.load_async(&mut conn).await.map(drop)
     }
@@ -93,6 +102,20 @@ pub(crate) enum CommandPool {
     },
     /// The user's.
     User(RedisPool),
+    /// A Redis Cluster's nodes, through one redis-rs cluster connection.
+    #[cfg(feature = "cluster")]
+    Cluster(ClusterCommands),
+}
+
+/// The redis-rs connection to a cluster's nodes (which has no `Debug` of its own).
+#[cfg(feature = "cluster")]
+pub(crate) struct ClusterCommands(pub(crate) redis::cluster_async::ClusterConnection);
+
+#[cfg(feature = "cluster")]
+impl std::fmt::Debug for ClusterCommands {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClusterCommands")
+    }
 }
 
 impl CommandPool {
@@ -130,6 +153,10 @@ impl CommandPool {
             CommandPool::User(pool) => {
                 let pooled = check_out(pool).await?;
                 return Ok((Channel::Direct(pooled.clone()), BrokenFlag(None)));
+            }
+            #[cfg(feature = "cluster")]
+            CommandPool::Cluster(ClusterCommands(conn)) => {
+                return Ok((Channel::Cluster(conn.clone()), BrokenFlag(None)));
             }
         };
         let index = (hint % slots.len() as u64) as usize;

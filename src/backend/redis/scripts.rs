@@ -75,52 +75,85 @@ pub(crate) fn assemble(body: &str) -> String {
     source
 }
 
-/// Every script's source, for loading them up front.
-pub(crate) static ALL: LazyLock<Vec<String>> = LazyLock::new(|| {
-    [
-        ACQUIRE_BODY,
-        RELEASE_BODY,
-        RENEW_BODY,
-        ABANDON_BODY,
-        FAIR_ACQUIRE_BODY,
-        FAIR_RELEASE_BODY,
-        FAIR_ABANDON_BODY,
-        HEARTBEAT_BODY,
-        SHARED_ACQUIRE_BODY,
-        SHARED_RELEASE_BODY,
-        SHARED_ABANDON_BODY,
-    ]
-    .into_iter()
-    .map(assemble)
-    .collect()
-});
-
-fn script(body: &str) -> Script {
-    Script::new(&assemble(body))
+/// The scripts of one backend, each a body and the helpers it uses.
+pub(crate) struct Scripts {
+    /// Take an exclusive lock or record the waiting manager.
+    pub(crate) acquire: Script,
+    /// Release one hold; tell one waiting manager when the lock frees.
+    pub(crate) release: Script,
+    /// Renew a batch of leases.
+    pub(crate) renew: Script,
+    /// Forget a waiting manager and pass an unused wake-up on.
+    pub(crate) abandon: Script,
+    /// Take a fair lock or join its queue.
+    pub(crate) fair_acquire: Script,
+    /// Release one hold of a fair lock; grant it to the next waiter when it frees.
+    pub(crate) fair_release: Script,
+    /// Leave a fair queue; pass on a grant that raced with leaving.
+    pub(crate) fair_abandon: Script,
+    /// Renew the heartbeats of a batch of queued waiters.
+    pub(crate) heartbeat: Script,
+    /// Take a hold of a shared lock (read, write, permit) or join its queue.
+    pub(crate) shared_acquire: Script,
+    /// Release one hold of a shared lock; grant the room it leaves to the next waiters.
+    pub(crate) shared_release: Script,
+    /// Leave a shared lock's queue; drop a grant that raced with leaving; grant what room there is.
+    pub(crate) shared_abandon: Script,
+    /// Every source, for loading them up front.
+    pub(crate) sources: Vec<String>,
 }
 
-/// Take an exclusive lock or record the waiting manager.
-pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| script(ACQUIRE_BODY));
-/// Release one hold; tell one waiting manager when the lock frees.
-pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| script(RELEASE_BODY));
-/// Renew a batch of leases.
-pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| script(RENEW_BODY));
-/// Forget a waiting manager and pass an unused wake-up on.
-pub(crate) static ABANDON: LazyLock<Script> = LazyLock::new(|| script(ABANDON_BODY));
-/// Take a fair lock or join its queue.
-pub(crate) static FAIR_ACQUIRE: LazyLock<Script> = LazyLock::new(|| script(FAIR_ACQUIRE_BODY));
-/// Release one hold of a fair lock; grant it to the next waiter when it frees.
-pub(crate) static FAIR_RELEASE: LazyLock<Script> = LazyLock::new(|| script(FAIR_RELEASE_BODY));
-/// Leave a fair queue; pass on a grant that raced with leaving.
-pub(crate) static FAIR_ABANDON: LazyLock<Script> = LazyLock::new(|| script(FAIR_ABANDON_BODY));
-/// Renew the heartbeats of a batch of queued fair waiters.
-pub(crate) static HEARTBEAT: LazyLock<Script> = LazyLock::new(|| script(HEARTBEAT_BODY));
-/// Take a hold of a shared lock (read, write, permit) or join its queue.
-pub(crate) static SHARED_ACQUIRE: LazyLock<Script> = LazyLock::new(|| script(SHARED_ACQUIRE_BODY));
-/// Release one hold of a shared lock; grant the room it leaves to the next waiters.
-pub(crate) static SHARED_RELEASE: LazyLock<Script> = LazyLock::new(|| script(SHARED_RELEASE_BODY));
-/// Leave a shared lock's queue; drop a grant that raced with leaving; grant what room there is.
-pub(crate) static SHARED_ABANDON: LazyLock<Script> = LazyLock::new(|| script(SHARED_ABANDON_BODY));
+impl Scripts {
+    /// The scripts, each assembled and then passed through `adapt`.
+    fn new(adapt: fn(String) -> String) -> Self {
+        let bodies = [
+            ACQUIRE_BODY,
+            RELEASE_BODY,
+            RENEW_BODY,
+            ABANDON_BODY,
+            FAIR_ACQUIRE_BODY,
+            FAIR_RELEASE_BODY,
+            FAIR_ABANDON_BODY,
+            HEARTBEAT_BODY,
+            SHARED_ACQUIRE_BODY,
+            SHARED_RELEASE_BODY,
+            SHARED_ABANDON_BODY,
+        ];
+        let sources: Vec<String> = bodies.map(|body| adapt(assemble(body))).into();
+        let script = |i: usize| Script::new(&sources[i]);
+        Scripts {
+            acquire: script(0),
+            release: script(1),
+            renew: script(2),
+            abandon: script(3),
+            fair_acquire: script(4),
+            fair_release: script(5),
+            fair_abandon: script(6),
+            heartbeat: script(7),
+            shared_acquire: script(8),
+            shared_release: script(9),
+            shared_abandon: script(10),
+            sources,
+        }
+    }
+}
+
+impl std::fmt::Debug for Scripts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scripts").finish_non_exhaustive()
+    }
+}
+
+/// The scripts of a standalone server (or a Sentinel-monitored master): messages go out with
+/// `PUBLISH`.
+pub(crate) static STANDALONE: LazyLock<Scripts> = LazyLock::new(|| Scripts::new(|source| source));
+
+/// The scripts of a Redis Cluster: messages go out with `SPUBLISH` (sharded pub/sub), to a
+/// channel in the slot of the lock, so that they stay on the shard that owns it instead of
+/// being broadcast to every node.
+#[cfg(feature = "cluster")]
+pub(crate) static SHARDED: LazyLock<Scripts> =
+    LazyLock::new(|| Scripts::new(|source| source.replace("'PUBLISH'", "'SPUBLISH'")));
 
 #[cfg(test)]
 mod tests {
@@ -181,6 +214,17 @@ mod tests {
         );
         assert!(helpers_of(ACQUIRE_BODY).contains(&"now_us".to_owned()));
         assert!(!helpers_of(ACQUIRE_BODY).contains(&"grant_next".to_owned()));
+    }
+
+    #[test]
+    #[cfg(feature = "cluster")]
+    fn a_cluster_publishes_on_the_shard_of_the_lock_only() {
+        for source in &SHARDED.sources {
+            assert!(!source.contains("'PUBLISH'"), "{source}");
+        }
+        let released = &SHARDED.sources[1];
+        assert!(released.contains("redis.call('SPUBLISH'"), "{released}");
+        assert!(STANDALONE.sources[1].contains("redis.call('PUBLISH'"));
     }
 
     #[test]

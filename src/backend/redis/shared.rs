@@ -2,7 +2,7 @@
 //! lease; waiters queue in order, and a release grants the room it leaves to the waiters at the
 //! head of the queue, one message per manager.
 
-use super::{flag, names, scripts, server_ms, slot_hint, RedisBackend, ScriptCall};
+use super::{flag, names, server_ms, slot_hint, RedisBackend, ScriptCall};
 use crate::backend::{owner_of, shared_family, shared_kind_of, AcquireRequest, Attempt, Released};
 use crate::error::BoxError;
 use crate::ids::OwnerId;
@@ -14,7 +14,7 @@ impl RedisBackend {
         req: &AcquireRequest<'_>,
     ) -> Result<Attempt, BoxError> {
         let family = shared_family(req.mode).unwrap_or_default();
-        let mut call = ScriptCall::new(&scripts::SHARED_ACQUIRE, 7);
+        let mut call = ScriptCall::new(&self.scripts.shared_acquire, 7);
         call.key(&**req.id)
             .key(names::holders(req.id))
             .key(names::shared_queue(req.id))
@@ -27,7 +27,7 @@ impl RedisBackend {
             .arg(flag(req.will_wait))
             .arg(flag(req.queued))
             .arg(server_ms(self.eviction))
-            .arg(&self.inbox_prefix)
+            .arg(&*self.channels.prefix(req.id))
             .arg(req.waiter)
             .arg(&family)
             .arg(shared_kind_of(req.mode).unwrap_or('n').to_string());
@@ -43,13 +43,13 @@ impl RedisBackend {
         owner: &OwnerId,
         token: Option<u64>,
     ) -> Result<Released, BoxError> {
-        let mut call = ScriptCall::new(&scripts::SHARED_RELEASE, 4);
+        let mut call = ScriptCall::new(&self.scripts.shared_release, 4);
         call.key(&**id)
             .key(names::holders(id))
             .key(names::shared_queue(id))
             .key(names::fence(id))
             .arg(&**owner)
-            .arg(&self.inbox_prefix)
+            .arg(&*self.channels.prefix(id))
             .arg(server_ms(self.eviction));
         if let Some(token) = token {
             call.arg(token);
@@ -65,7 +65,7 @@ impl RedisBackend {
         id: &LockId,
         waiter: &str,
     ) -> Result<(), BoxError> {
-        let mut call = ScriptCall::new(&scripts::SHARED_ABANDON, 5);
+        let mut call = ScriptCall::new(&self.scripts.shared_abandon, 5);
         call.key(&**id)
             .key(names::holders(id))
             .key(names::shared_queue(id))
@@ -73,7 +73,7 @@ impl RedisBackend {
             .key(names::fence(id))
             .arg(owner_of(waiter))
             .arg(waiter)
-            .arg(&self.inbox_prefix)
+            .arg(&*self.channels.prefix(id))
             .arg(server_ms(self.eviction));
         self.invoke::<i64>(slot_hint(id), &call).await.map(drop)
     }

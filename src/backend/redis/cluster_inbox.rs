@@ -1,0 +1,164 @@
+//! The inbox of a manager on a Redis Cluster: sharded pub/sub (`SSUBSCRIBE`), one connection per
+//! shard master that owns a slot this manager waits in, all through one redis-rs cluster
+//! connection speaking RESP3. A channel is subscribed the first time a request of this manager may
+//! wait for a lock of its slot, before the attempt that records it as waiting, so no message for
+//! it can be published before the subscription. redis-rs resubscribes after a disconnection, a
+//! failover or a slot move; each resubscription (a second confirmation of a channel) wakes every
+//! local waiter to re-check, since messages may have been lost meanwhile.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::{ConnectionInfo, ProtocolVersion, PushInfo, PushKind, RedisError};
+use tokio::sync::{Notify, OnceCell};
+
+use super::channels::Channels;
+use super::postman::{Postman, Unclaimed};
+use crate::error::BoxError;
+use crate::waiters::WaitRegistry;
+
+/// The sharded subscriptions of one manager.
+pub(crate) struct ClusterInbox {
+    conn: ClusterConnection,
+    manager_id: Arc<str>,
+    channels: Arc<Channels>,
+    /// The slots subscribed (or being subscribed) so far.
+    slots: Mutex<HashMap<u16, Arc<OnceCell<()>>>>,
+    postman: Arc<Postman>,
+    /// Cleared once the manager stops: nothing is delivered any more.
+    open: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for ClusterInbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterInbox")
+            .field("manager_id", &self.manager_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the pushes of the inbox connection feed: the postman, and the signals of a resubscription.
+struct Pushes {
+    postman: Arc<Postman>,
+    open: Arc<AtomicBool>,
+    /// Channels confirmed once: a second confirmation is a resubscription.
+    confirmed: Mutex<HashSet<Vec<u8>>>,
+    reconnected: Arc<Notify>,
+}
+
+impl Pushes {
+    fn on_push(&self, push: PushInfo) {
+        if !self.open.load(Ordering::SeqCst) {
+            return;
+        }
+        match push.kind {
+            PushKind::SMessage => {
+                if let Some(redis::Value::BulkString(payload)) = push.data.get(1) {
+                    if let Ok(text) = std::str::from_utf8(payload) {
+                        self.postman.deliver(text);
+                    }
+                }
+            }
+            PushKind::SSubscribe => {
+                let Some(redis::Value::BulkString(channel)) = push.data.first() else {
+                    return;
+                };
+                let first = (self.confirmed.lock())
+                    .map_or(true, |mut confirmed| confirmed.insert(channel.clone()));
+                if !first {
+                    self.resubscribed();
+                }
+            }
+            PushKind::Disconnection => self.postman.waiters.wake_all(),
+            _ => {}
+        }
+    }
+
+    fn resubscribed(&self) {
+        tracing::info!("lock inbox resubscribed on the cluster");
+        crate::telemetry::inbox_reconnected();
+        self.postman.waiters.wake_all();
+        self.reconnected.notify_one();
+    }
+}
+
+impl ClusterInbox {
+    /// Connect to the cluster of `seeds` for sharded pub/sub, delivering to `waiters`.
+    pub(crate) async fn connect(
+        seeds: Vec<ConnectionInfo>,
+        timeout: Duration,
+        manager_id: Arc<str>,
+        channels: Arc<Channels>,
+        waiters: Arc<WaitRegistry>,
+        reconnected: Arc<Notify>,
+    ) -> Result<Self, RedisError> {
+        let postman = Arc::new(Postman {
+            waiters,
+            unclaimed: OnceLock::new(),
+        });
+        let open = Arc::new(AtomicBool::new(true));
+        let pushes = Pushes {
+            postman: postman.clone(),
+            open: open.clone(),
+            confirmed: Mutex::default(),
+            reconnected,
+        };
+        let on_push = move |push: PushInfo| -> Result<(), std::convert::Infallible> {
+            pushes.on_push(push);
+            Ok(())
+        };
+        let client = ClusterClientBuilder::new(seeds)
+            .use_protocol(ProtocolVersion::RESP3)
+            .connection_timeout(timeout)
+            .response_timeout(timeout)
+            .push_sender(on_push)
+            .build()?;
+        let conn = client.get_async_connection().await?;
+        Ok(ClusterInbox {
+            conn,
+            manager_id,
+            channels,
+            slots: Mutex::default(),
+            postman,
+            open,
+        })
+    }
+
+    /// Where the messages no local waiter takes go (set once, when the backend exists).
+    pub(crate) fn pass_unclaimed_to(&self, unclaimed: impl Fn(Unclaimed) + Send + Sync + 'static) {
+        let _ = self.postman.unclaimed.set(Box::new(unclaimed));
+    }
+
+    /// Subscribe to this manager's channel of `slot`, once.
+    pub(crate) async fn listen(&self, slot: u16) -> Result<(), BoxError> {
+        let cell = {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            slots.entry(slot).or_default().clone()
+        };
+        cell.get_or_try_init(|| async {
+            let channel = self.channels.of_slot(slot, &self.manager_id);
+            let mut conn = self.conn.clone();
+            conn.ssubscribe(&channel).await
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Stop delivering messages and leave every channel.
+    pub(crate) async fn close(&self) {
+        self.open.store(false, Ordering::SeqCst);
+        let slots: Vec<u16> = {
+            let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            slots.keys().copied().collect()
+        };
+        let mut conn = self.conn.clone();
+        for slot in slots {
+            let channel = self.channels.of_slot(slot, &self.manager_id);
+            let _ = conn.sunsubscribe(&channel).await;
+        }
+    }
+}

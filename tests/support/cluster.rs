@@ -1,0 +1,137 @@
+//! A local Redis Cluster for the tests: 3 masters and 3 replicas, each its own `redis-server`
+//! process on a free loopback port, joined by `redis-cli --cluster create`, all killed on drop.
+//! Standard library only, like the rest of `support`.
+
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::RedisServer;
+
+/// How long a node may be unreachable before the cluster fails it over.
+pub const NODE_TIMEOUT_MS: u64 = 1000;
+
+/// Three masters and a replica of each.
+pub struct Cluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl Cluster {
+    /// Start the nodes, create the cluster, and wait until every node sees it whole.
+    pub fn start() -> Cluster {
+        let timeout = NODE_TIMEOUT_MS.to_string();
+        let args = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            timeout.as_str(),
+            // a replica fails over however long ago it last heard from its master
+            "--cluster-replica-validity-factor",
+            "0",
+        ];
+        let nodes: Vec<RedisServer> = thread::scope(|s| {
+            let starting: Vec<_> = (0..6)
+                .map(|_| s.spawn(|| RedisServer::start_with(&args)))
+                .collect();
+            starting
+                .into_iter()
+                .map(|h| h.join().expect("start"))
+                .collect()
+        });
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        let created = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .output()
+            .expect("support: redis-cli (apt-get install redis-tools)");
+        assert!(
+            created.status.success(),
+            "support: redis-cli --cluster create: {}",
+            String::from_utf8_lossy(&created.stdout)
+        );
+        let cluster = Cluster { nodes };
+        cluster.wait_until("the cluster is whole", |c| {
+            c.nodes.iter().all(|n| {
+                let info = n.cmd(&["CLUSTER", "INFO"]).as_string().unwrap_or_default();
+                info.contains("cluster_state:ok") && info.contains("cluster_known_nodes:6")
+            }) && c.masters().len() == 3
+        });
+        cluster
+    }
+
+    /// `redis://127.0.0.1:PORT` of every node.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// The nodes that are masters now (and running).
+    pub fn masters(&self) -> Vec<&RedisServer> {
+        self.nodes
+            .iter()
+            .filter(|n| n.is_running())
+            .filter(|n| {
+                let role = n.try_cmd(&["ROLE"]).ok();
+                let first = role
+                    .as_ref()
+                    .and_then(|r| r.as_array()?.first()?.as_string());
+                first.as_deref() == Some("master")
+            })
+            .collect()
+    }
+
+    /// The master that owns the slot of `key`, as a running node sees the cluster now.
+    pub fn master_of(&self, key: &str) -> &RedisServer {
+        let any = self
+            .nodes
+            .iter()
+            .find(|n| n.is_running())
+            .expect("a running node");
+        let slot = any
+            .cmd(&["CLUSTER", "KEYSLOT", key])
+            .as_int()
+            .expect("KEYSLOT");
+        let port = owner_port(&any.cmd(&["CLUSTER", "SLOTS"]), slot).expect("an owner");
+        self.nodes
+            .iter()
+            .find(|n| n.port() == port)
+            .expect("the owner is ours")
+    }
+
+    /// Wait (at most 30 s) until `done` holds.
+    pub fn wait_until(&self, what: &str, done: impl Fn(&Cluster) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !done(self) {
+            assert!(
+                Instant::now() < deadline,
+                "support: timed out waiting for {what}"
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// The port of the master that `CLUSTER SLOTS` (`ranges`) names for `slot`.
+fn owner_port(ranges: &super::Reply, slot: i64) -> Option<u16> {
+    let super::Reply::Array(Some(ranges)) = ranges else {
+        return None;
+    };
+    ranges.iter().find_map(|range| {
+        let super::Reply::Array(Some(fields)) = range else {
+            return None;
+        };
+        let (start, end) = (fields.first()?.as_int()?, fields.get(1)?.as_int()?);
+        if !(start..=end).contains(&slot) {
+            return None;
+        }
+        let super::Reply::Array(Some(master)) = fields.get(2)? else {
+            return None;
+        };
+        u16::try_from(master.get(1)?.as_int()?).ok()
+    })
+}
