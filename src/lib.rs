@@ -72,6 +72,7 @@
 //! | `redis` (default) | the Redis backends: `LockManager::redis`, `LockManager::quorum`, the builder's `redis`, `redis_client`, `redis_pool`, `sentinel` and `quorum`, and `RedisPool` | `redis`, `bb8`, `bb8-redis`, `sha2`: 62 crates |
 //! | `tls` | `rediss://` URLs, through rustls and its `ring` provider; turns on `redis` | `rustls`, `tokio-rustls`, `rustls-native-certs`, `ring`: 11 crates over `redis` |
 //! | `actix` | `actix::LockMiddleware`, the layer's locks for actix-web 4 | `actix-web` without its default features: 41 crates over the default |
+//! | `cluster` | `LockManager::cluster` and the builder's `cluster`: locks on a Redis Cluster, over sharded pub/sub; turns on `redis` | redis-rs's `cluster-async`: 2 crates over `redis` |
 //! | `metrics` | the `tower_lock_*` counters, gauges and histograms, through the `metrics` facade | `metrics`: 3 crates |
 //! | `axum` | extractors keyed by `MatchedPath`, `FromRequestParts` for [`LockInfo`] and [`LockOwner`], `IntoResponse` for [`Rejection`] | `axum` with only `matched-path`: 8 crates over `redis` |
 //! | `tonic` | rejections built as `tonic::Status`, `From<LockError> for tonic::Status` | `tonic` without its default features: 5 crates over `redis` |
