@@ -23,10 +23,11 @@ async fn manager(cluster: &Cluster) -> LockManager {
 
 /// Keys whose slots the three masters share between them.
 fn spread_keys(cluster: &Cluster, n: usize) -> Vec<String> {
-    let keys: Vec<String> = (0..n).map(|i| format!("account:{i}")).collect();
+    // names that need no escaping: the hash tag of `account-7` is `tower-lock:account-7`
+    let keys: Vec<String> = (0..n).map(|i| format!("account-{i}")).collect();
     let owners: std::collections::HashSet<u16> = keys
         .iter()
-        .map(|k| cluster.master_of(&format!("tower-lock:{k}")).port())
+        .map(|k| cluster.master_of(&format!("{{tower-lock:{k}}}")).port())
         .collect();
     assert_eq!(owners.len(), 3, "the keys live on every master");
     keys
@@ -189,7 +190,7 @@ async fn a_failed_over_master_serves_its_locks_again_and_tokens_keep_order() {
         .acquire("failover", &LockOptions::fair())
         .await
         .unwrap();
-    let old_port = cluster.master_of("tower-lock:failover").port();
+    let old_port = cluster.master_of("{tower-lock:failover}").port();
     let waiting = {
         let second = second.clone();
         tokio::spawn(async move {
@@ -215,7 +216,7 @@ async fn a_failed_over_master_serves_its_locks_again_and_tokens_keep_order() {
     node.kill();
     let killed = Instant::now();
     cluster.wait_until("a replica takes over the slot", |c| {
-        c.masters().len() == 3 && c.master_of("tower-lock:failover").port() != old_port
+        c.masters().len() == 3 && c.master_of("{tower-lock:failover}").port() != old_port
     });
     println!("failed over {:?} after the kill", killed.elapsed());
     // a lock on the failed-over shard can be taken again
@@ -247,4 +248,43 @@ async fn a_failed_over_master_serves_its_locks_again_and_tokens_keep_order() {
         .await
         .err();
     assert!(matches!(err, Some(LockError::Config(_))), "{err:?}");
+}
+
+/// Leases of locks on every shard are renewed together (one script call per slot), and a lock
+/// deleted on its master is lost while the others are kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_on_every_shard_are_renewed_and_a_deleted_one_is_lost() {
+    let cluster = Cluster::start();
+    let m = LockManager::builder()
+        .cluster(cluster.urls())
+        .lease(Duration::from_millis(600))
+        .build()
+        .await
+        .unwrap();
+    let keys = spread_keys(&cluster, 12);
+    let mut guards = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        let opts = match i % 3 {
+            0 => LockOptions::exclusive(),
+            1 => LockOptions::fair(),
+            _ => LockOptions::semaphore(2),
+        };
+        guards.push(m.acquire(key, &opts).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        guards.iter().all(|g| !g.is_lost()),
+        "renewed past two leases"
+    );
+    let doomed = format!("{{tower-lock:{}}}", keys[3]);
+    cluster.master_of(&doomed).cmd(&["DEL", &doomed]);
+    tokio::time::timeout(GENEROUS, guards[3].lost())
+        .await
+        .expect("the deleted lock is lost");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let kept = guards
+        .iter()
+        .enumerate()
+        .filter(|(i, g)| *i != 3 && !g.is_lost());
+    assert_eq!(kept.count(), 11, "the other leases were kept");
 }

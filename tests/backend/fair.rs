@@ -28,7 +28,7 @@ fn queued(managers: &[LockManager]) -> usize {
 
 async fn fifo_order_across_two_managers_and_no_queue_jumping(fx: Fixture) {
     let managers = [fx.manager().await, fx.manager().await];
-    let distinct = if fx.server().is_some() {
+    let distinct = if !fx.is_memory() {
         &managers[..]
     } else {
         &managers[..1]
@@ -112,9 +112,10 @@ async fn cancelled_waiter_leaves_the_queue_at_once(fx: Fixture) {
         eventually(GENEROUS, || m.queued() == 2).await,
         "the cancelled waiter left"
     );
-    if let Some(server) = fx.server() {
+    if !fx.is_memory() {
+        let queue = "{tower-lock:c}:ql";
         let left = support::eventually(Duration::from_secs(5), || {
-            server.cmd(&["LLEN", "{tower-lock:c}:ql"]).as_int() == Some(2)
+            fx.cmd_for(queue, &["LLEN", queue]).and_then(|r| r.as_int()) == Some(2)
         })
         .await;
         assert!(left, "the cancelled waiter is still queued in Redis");
@@ -208,9 +209,9 @@ async fn fair_reentry_shares_the_token(fx: Fixture) {
 
 /// On Redis the waiter's manager is another one; count through the queue key.
 fn other_queued(fx: &Fixture) -> usize {
-    fx.server().map_or(0, |s| {
-        s.cmd(&["LLEN", "{tower-lock:re}:ql"]).as_int().unwrap_or(0) as usize
-    })
+    let queue = "{tower-lock:re}:ql";
+    let length = fx.cmd_for(queue, &["LLEN", queue]).and_then(|r| r.as_int());
+    length.unwrap_or(0) as usize
 }
 
 async fn fair_fixed_lease_frees_to_the_next_in_line(fx: Fixture) {

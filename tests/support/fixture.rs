@@ -1,8 +1,9 @@
-//! Where the locks of one test live: the memory backend, or a real redis-server.
+//! Where the locks of one test live: the memory backend, a real redis-server, or (feature
+//! `cluster`) a real Redis Cluster.
 
 use tower_lock::LockManager;
 
-use super::RedisServer;
+use super::{RedisServer, Reply};
 
 /// The backend of one test.
 pub enum Fixture {
@@ -10,6 +11,9 @@ pub enum Fixture {
     Memory(LockManager),
     /// A fresh redis-server of this test's own.
     Redis(RedisServer),
+    /// A fresh Redis Cluster of this test's own (3 masters, 3 replicas).
+    #[cfg(feature = "cluster")]
+    Cluster(super::cluster::Cluster),
 }
 
 impl Fixture {
@@ -23,6 +27,12 @@ impl Fixture {
         Fixture::Redis(RedisServer::start())
     }
 
+    /// A fixture with its own Redis Cluster.
+    #[cfg(feature = "cluster")]
+    pub fn cluster() -> Self {
+        Fixture::Cluster(super::cluster::Cluster::start())
+    }
+
     /// A manager: on Redis a new one each call (like separate replicas); in memory the one manager.
     pub async fn manager(&self) -> LockManager {
         match self {
@@ -30,14 +40,45 @@ impl Fixture {
             Fixture::Redis(server) => LockManager::redis(&server.url())
                 .await
                 .expect("redis manager"),
+            #[cfg(feature = "cluster")]
+            Fixture::Cluster(cluster) => LockManager::cluster(cluster.urls())
+                .await
+                .expect("cluster manager"),
         }
     }
 
-    /// The redis-server, if any.
+    /// The standalone redis-server, if any.
     pub fn server(&self) -> Option<&RedisServer> {
         match self {
-            Fixture::Memory(_) => None,
             Fixture::Redis(server) => Some(server),
+            _ => None,
+        }
+    }
+
+    /// Whether every "replica" shares one in-memory manager.
+    pub fn is_memory(&self) -> bool {
+        matches!(self, Fixture::Memory(_))
+    }
+
+    /// The servers that hold lock data: the redis-server, or the cluster's masters (none in
+    /// memory).
+    pub fn data_nodes(&self) -> Vec<&RedisServer> {
+        match self {
+            Fixture::Memory(_) => vec![],
+            Fixture::Redis(server) => vec![server],
+            #[cfg(feature = "cluster")]
+            Fixture::Cluster(cluster) => cluster.masters(),
+        }
+    }
+
+    /// `args` run on the server that holds `key` (a cluster: the master of its slot); `None` in
+    /// memory.
+    pub fn cmd_for(&self, key: &str, args: &[&str]) -> Option<Reply> {
+        match self {
+            Fixture::Memory(_) => None,
+            Fixture::Redis(server) => Some(server.cmd(args)),
+            #[cfg(feature = "cluster")]
+            Fixture::Cluster(cluster) => Some(cluster.master_of(key).cmd(args)),
         }
     }
 }
@@ -55,6 +96,12 @@ macro_rules! on_both_backends {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn redis() {
                 super::$name($crate::support::fixture::Fixture::redis()).await;
+            }
+
+            #[cfg(feature = "cluster")]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn cluster() {
+                super::$name($crate::support::fixture::Fixture::cluster()).await;
             }
         }
     )*};
