@@ -288,3 +288,51 @@ async fn leases_on_every_shard_are_renewed_and_a_deleted_one_is_lost() {
         .filter(|(i, g)| *i != 3 && !g.is_lost());
     assert_eq!(kept.count(), 11, "the other leases were kept");
 }
+
+/// The slot of a held lock moves to another master (a resharding): the holder's lease is renewed
+/// on the new owner, and the request waiting for the lock is told of its release there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_whose_slot_moves_keeps_its_holder_and_wakes_its_waiter() {
+    let cluster = Cluster::start();
+    let (holder, waiter) = (manager(&cluster).await, manager(&cluster).await);
+    let held = holder
+        .acquire("moving", &LockOptions::exclusive())
+        .await
+        .unwrap();
+    let waiting = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move {
+            let opts = LockOptions::exclusive().wait_timeout(Duration::from_secs(30));
+            waiter.acquire("moving", &opts).await
+        })
+    };
+    assert!(eventually(GENEROUS, || waiter.waiting() == 1).await);
+    let moved_to = cluster.move_slot_of("{tower-lock:moving}");
+    assert_eq!(cluster.master_of("{tower-lock:moving}").port(), moved_to);
+    // the lease (3 s) is renewed on the new owner
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        !held.is_lost(),
+        "the holder lost its lock when the slot moved"
+    );
+    let token = held.fencing_token();
+    let released = Instant::now();
+    held.release().await.unwrap();
+    let next = tokio::time::timeout(GENEROUS, waiting)
+        .await
+        .expect("the waiter got the lock")
+        .unwrap()
+        .unwrap();
+    // told by the release, not by its timer (the holder's lease had 3 s to run)
+    println!(
+        "the waiter got the lock {:?} after the release",
+        released.elapsed()
+    );
+    assert!(
+        released.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        released.elapsed()
+    );
+    assert!(next.fencing_token() > token);
+    next.release().await.unwrap();
+}

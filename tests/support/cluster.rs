@@ -103,6 +103,46 @@ impl Cluster {
             .expect("the owner is ours")
     }
 
+    /// Move the slot of `key` (with its keys) from its master to another master, as a resharding
+    /// does: `CLUSTER SETSLOT ... IMPORTING / MIGRATING`, `MIGRATE` of its keys, then `SETSLOT ...
+    /// NODE` on every master. Returns the port of the new owner.
+    pub fn move_slot_of(&self, key: &str) -> u16 {
+        let source = self.master_of(key);
+        let target = (self.masters().into_iter())
+            .find(|m| m.port() != source.port())
+            .expect("another master");
+        let slot = source
+            .cmd(&["CLUSTER", "KEYSLOT", key])
+            .as_int()
+            .unwrap()
+            .to_string();
+        let id = |node: &RedisServer| node.cmd(&["CLUSTER", "MYID"]).as_string().unwrap();
+        let (source_id, target_id) = (id(source), id(target));
+        let ok = |reply: super::Reply| assert!(reply.is_ok(), "support: {reply:?}");
+        ok(target.cmd(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &source_id]));
+        ok(source.cmd(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &target_id]));
+        loop {
+            let keys = source.cmd(&["CLUSTER", "GETKEYSINSLOT", &slot, "100"]);
+            let keys = keys.as_strings().unwrap();
+            if keys.is_empty() {
+                break;
+            }
+            let port = target.port().to_string();
+            let mut migrate = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+            migrate.extend(keys.iter().map(String::as_str));
+            ok(source.cmd(&migrate));
+        }
+        for node in [target, source] {
+            ok(node.cmd(&["CLUSTER", "SETSLOT", &slot, "NODE", &target_id]));
+        }
+        for node in self.masters() {
+            if node.port() != source.port() && node.port() != target.port() {
+                ok(node.cmd(&["CLUSTER", "SETSLOT", &slot, "NODE", &target_id]));
+            }
+        }
+        target.port()
+    }
+
     /// Wait (at most 30 s) until `done` holds.
     pub fn wait_until(&self, what: &str, done: impl Fn(&Cluster) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(30);

@@ -36,7 +36,7 @@ impl RedisBackend {
         let reconnected = wiring.reconnected.clone();
         let inbox =
             ClusterInbox::connect(seeds, timeout, id, channels.clone(), waiters, reconnected);
-        let inbox = Arc::new(inbox.await.map_err(unavailable)?);
+        let inbox = inbox.await.map_err(unavailable)?;
         let backend = Arc::new(RedisBackend {
             pool: CommandPool::Cluster(ClusterCommands(commands)),
             channels,

@@ -2,22 +2,24 @@
 //! shard master that owns a slot this manager waits in, all through one redis-rs cluster
 //! connection speaking RESP3. A channel is subscribed the first time a request of this manager may
 //! wait for a lock of its slot, before the attempt that records it as waiting, so no message for
-//! it can be published before the subscription. redis-rs resubscribes after a disconnection, a
-//! failover or a slot move; each resubscription (a second confirmation of a channel) wakes every
-//! local waiter to re-check, since messages may have been lost meanwhile.
+//! it can be published before the subscription. redis-rs resubscribes after a disconnection or a
+//! failover; when a slot moves to another master, the old one unsubscribes its channels
+//! (`SUNSUBSCRIBE` pushes) and the inbox subscribes again, at the new owner. Each resubscription
+//! wakes every local waiter to re-check, since messages may have been lost meanwhile.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{ConnectionInfo, ProtocolVersion, PushInfo, PushKind, RedisError};
-use tokio::sync::{Notify, OnceCell};
+use tokio::sync::{mpsc, Notify, OnceCell};
 
 use super::channels::Channels;
 use super::postman::{Postman, Unclaimed};
+use super::slots::slot;
 use crate::error::BoxError;
 use crate::waiters::WaitRegistry;
 
@@ -31,6 +33,7 @@ pub(crate) struct ClusterInbox {
     postman: Arc<Postman>,
     /// Cleared once the manager stops: nothing is delivered any more.
     open: Arc<AtomicBool>,
+    reconnected: Arc<Notify>,
 }
 
 impl std::fmt::Debug for ClusterInbox {
@@ -48,6 +51,8 @@ struct Pushes {
     /// Channels confirmed once: a second confirmation is a resubscription.
     confirmed: Mutex<HashSet<Vec<u8>>>,
     reconnected: Arc<Notify>,
+    /// The slots whose channel a master dropped (the slot moved away from it).
+    dropped: mpsc::UnboundedSender<u16>,
 }
 
 impl Pushes {
@@ -73,6 +78,14 @@ impl Pushes {
                     self.resubscribed();
                 }
             }
+            PushKind::SUnsubscribe => {
+                // not asked for (the inbox is open): the master no longer owns the slot
+                if let Some(redis::Value::BulkString(channel)) = push.data.first() {
+                    if let Ok(channel) = std::str::from_utf8(channel) {
+                        let _ = self.dropped.send(slot(channel));
+                    }
+                }
+            }
             PushKind::Disconnection => self.postman.waiters.wake_all(),
             _ => {}
         }
@@ -95,7 +108,8 @@ impl ClusterInbox {
         channels: Arc<Channels>,
         waiters: Arc<WaitRegistry>,
         reconnected: Arc<Notify>,
-    ) -> Result<Self, RedisError> {
+    ) -> Result<Arc<Self>, RedisError> {
+        let (dropped, moved) = mpsc::unbounded_channel();
         let postman = Arc::new(Postman {
             waiters,
             unclaimed: OnceLock::new(),
@@ -105,7 +119,8 @@ impl ClusterInbox {
             postman: postman.clone(),
             open: open.clone(),
             confirmed: Mutex::default(),
-            reconnected,
+            reconnected: reconnected.clone(),
+            dropped,
         };
         let on_push = move |push: PushInfo| -> Result<(), std::convert::Infallible> {
             pushes.on_push(push);
@@ -118,14 +133,41 @@ impl ClusterInbox {
             .push_sender(on_push)
             .build()?;
         let conn = client.get_async_connection().await?;
-        Ok(ClusterInbox {
+        let inbox = Arc::new(ClusterInbox {
             conn,
             manager_id,
             channels,
             slots: Mutex::default(),
             postman,
             open,
-        })
+            reconnected,
+        });
+        tokio::spawn(follow_moved_slots(Arc::downgrade(&inbox), moved));
+        Ok(inbox)
+    }
+
+    /// Subscribe again to the channel of `slot`, which its old master dropped (at the slot's new
+    /// owner), retrying until it works or the inbox closes; then every waiter re-checks.
+    async fn resubscribe(&self, slot: u16) {
+        let mut backoff = Duration::from_millis(20);
+        loop {
+            (self.slots.lock().unwrap_or_else(|p| p.into_inner())).remove(&slot);
+            if !self.open.load(Ordering::SeqCst) {
+                return;
+            }
+            match self.listen(slot).await {
+                Ok(()) => break,
+                Err(err) => {
+                    tracing::warn!(slot, error = %err, "could not resubscribe a moved slot");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+        tracing::info!(slot, "lock inbox resubscribed a moved slot");
+        crate::telemetry::inbox_reconnected();
+        self.postman.waiters.wake_all();
+        self.reconnected.notify_one();
     }
 
     /// Where the messages no local waiter takes go (set once, when the backend exists).
@@ -160,5 +202,15 @@ impl ClusterInbox {
             let channel = self.channels.of_slot(slot, &self.manager_id);
             let _ = conn.sunsubscribe(&channel).await;
         }
+    }
+}
+
+/// Resubscribe each slot whose channel a master dropped, while the inbox lives.
+async fn follow_moved_slots(inbox: Weak<ClusterInbox>, mut moved: mpsc::UnboundedReceiver<u16>) {
+    while let Some(slot) = moved.recv().await {
+        let Some(inbox) = inbox.upgrade() else {
+            return;
+        };
+        inbox.resubscribe(slot).await;
     }
 }
