@@ -73,6 +73,7 @@ impl Fixture {
 
     /// `args` run on the server that holds `key` (a cluster: the master of its slot); `None` in
     /// memory.
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
     pub fn cmd_for(&self, key: &str, args: &[&str]) -> Option<Reply> {
         match self {
             Fixture::Memory(_) => None,

@@ -1,0 +1,264 @@
+//! Requests per second through real HTTP: two replica processes of an axum service, each with its
+//! own lock manager, loaded by `wrk`, with Redis as the store.
+//!
+//! ```text
+//! cargo run --release --example http_load              # K = 100 and K = 1, every variant, twice
+//! HTTP_LOAD_KEYS=100 HTTP_LOAD_SECS=5 cargo run --release --example http_load
+//! ```
+//!
+//! The service: `PUT /accounts/{id}` reads the balance from Redis (`GET`), waits `HTTP_LOAD_HOLD_MS`
+//! (default 1 ms, a database round trip) and writes balance + 1 (`SET`). Variants: the
+//! `LockLayer` in exclusive mode and in fair mode, a hand-rolled lock taken in the handler
+//! (`SET NX PX`, retried every 2 ms up to 1,000 times, released by a compare-and-delete script), and
+//! no lock (to show the updates it loses). Two `wrk -t1 -c32` load the two replicas at once, over
+//! accounts drawn uniformly from K; afterwards the example sums the balances and compares them with
+//! the deposits the service answered 200 (it counts them in Redis, in the pipeline of its write).
+//! Needs `wrk` (`apt-get install wrk`) and `redis-server`.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::put;
+use axum::Router;
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
+use tower_lock::{key, LockLayer, LockManager, LockOptions};
+
+const VARIANTS: [&str; 4] = ["layer-exclusive", "layer-fair", "setnx", "none"];
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    if args.next().as_deref() == Some("serve") {
+        let (variant, port, url) = (args.next(), args.next(), args.next());
+        let (Some(variant), Some(port), Some(url)) = (variant, port, url) else {
+            return Err("serve VARIANT PORT REDIS_URL".into());
+        };
+        return serve(&variant, port.parse()?, &url).await;
+    }
+    let env = |name: &str, default: u64| -> u64 {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let secs = env("HTTP_LOAD_SECS", 10);
+    let key_counts = match std::env::var("HTTP_LOAD_KEYS") {
+        Ok(k) => vec![k.parse()?],
+        Err(_) => vec![100, 1],
+    };
+    let server = support::RedisServer::start();
+    println!(
+        "two replicas, wrk -t1 -c32 -d{secs}s on each; hold {} ms",
+        env("HTTP_LOAD_HOLD_MS", 1)
+    );
+    println!(
+        "{:>4} {:<16} {:>9} {:>9} {:>9} {:>10}",
+        "K", "variant", "req/s", "p99 ms", "non-2xx", "lost"
+    );
+    for keys in key_counts {
+        for run in 1..=2 {
+            for variant in VARIANTS {
+                let r = measure(&server, variant, keys, secs).await?;
+                println!(
+                    "{keys:>4} {variant:<16} {:>9.0} {:>9.1} {:>9} {:>10}  (run {run})",
+                    r.rate, r.p99_ms, r.failed, r.lost
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What one variant did.
+struct Outcome {
+    rate: f64,
+    p99_ms: f64,
+    failed: u64,
+    /// Deposits answered 200 (counted by the service) that are missing from the balances.
+    lost: i64,
+}
+
+async fn measure(
+    server: &support::RedisServer,
+    variant: &str,
+    keys: u64,
+    secs: u64,
+) -> Result<Outcome, Box<dyn std::error::Error>> {
+    server.cmd(&["FLUSHALL"]);
+    let ports = [support::free_port(), support::free_port()];
+    let mut replicas: Vec<Child> = Vec::new();
+    for port in ports {
+        replicas.push(
+            Command::new(std::env::current_exe()?)
+                .args(["serve", variant, &port.to_string(), &server.url()])
+                .stdout(Stdio::null())
+                .spawn()?,
+        );
+    }
+    for port in ports {
+        wait_for_port(port).await;
+    }
+    let script = std::env::temp_dir().join(format!("http_load_{}.lua", std::process::id()));
+    std::fs::write(
+        &script,
+        format!(
+            "request = function() return wrk.format('PUT', '/accounts/' .. math.random({keys})) end\n\
+             done = function(summary, latency, requests)\n\
+             io.write(string.format('RESULT %d %d %d\\n', summary.requests, \
+             summary.errors.status, latency:percentile(99)))\n\
+             end\n"
+        ),
+    )?;
+    let loads: Vec<Child> = ports
+        .iter()
+        .map(|port| {
+            Command::new("wrk")
+                .args(["-t1", "-c32", &format!("-d{secs}s"), "-s"])
+                .arg(&script)
+                .arg(format!("http://127.0.0.1:{port}"))
+                .stdout(Stdio::piped())
+                .spawn()
+        })
+        .collect::<Result<_, _>>()?;
+    let (mut requests, mut failed, mut p99_us) = (0u64, 0u64, 0u64);
+    for load in loads {
+        let out = load.wait_with_output()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = (text.lines().find_map(|l| l.strip_prefix("RESULT ")))
+            .ok_or_else(|| format!("no wrk result: {text}"))?;
+        let fields: Vec<u64> = line
+            .split_whitespace()
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        requests += fields[0];
+        failed += fields[1];
+        p99_us = p99_us.max(fields[2]);
+    }
+    // let requests still in flight when wrk stopped finish before reading the balances
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for mut replica in replicas {
+        let _ = replica.kill();
+        let _ = replica.wait();
+    }
+    let mut total = 0i64;
+    for id in 1..=keys {
+        let balance = server.cmd(&["GET", &format!("balance:{id}")]);
+        total += balance.as_int().unwrap_or(0);
+    }
+    let served = server.cmd(&["GET", "served"]).as_int().unwrap_or(0);
+    let _ = std::fs::remove_file(&script);
+    Ok(Outcome {
+        rate: requests as f64 / secs as f64,
+        p99_ms: p99_us as f64 / 1000.0,
+        failed,
+        lost: served - total,
+    })
+}
+
+async fn wait_for_port(port: u16) {
+    for _ in 0..500 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("replica on port {port} did not start");
+}
+
+/// One replica: the deposit service with the lock `variant`, on `port`.
+async fn serve(variant: &str, port: u16, url: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let hold = Duration::from_millis(
+        std::env::var("HTTP_LOAD_HOLD_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1),
+    );
+    let redis = redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    let app = Router::new()
+        .route("/accounts/{id}", put(deposit))
+        .with_state((redis.clone(), hold, variant == "setnx"));
+    let app = match variant {
+        "layer-exclusive" | "layer-fair" => {
+            let manager = LockManager::redis(url).await?;
+            let opts = if variant == "layer-fair" {
+                LockOptions::fair()
+            } else {
+                LockOptions::exclusive()
+            };
+            let layer = LockLayer::new(manager, key::pattern("/accounts/{id}"))
+                .options(opts.wait_timeout(Duration::from_secs(30)));
+            app.layer(layer)
+        }
+        _ => app,
+    };
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    axum::serve(listener, app).await?;
+    Ok(())
+}
+
+type AppState = (MultiplexedConnection, Duration, bool);
+
+/// Read the balance, wait `hold`, write it plus one; with `setnx`, under a hand-rolled lock.
+async fn deposit(
+    State((mut redis, hold, setnx)): State<AppState>,
+    Path(id): Path<u64>,
+) -> StatusCode {
+    let lock = format!("lock:{id}");
+    let token = uuid::Uuid::new_v4().to_string();
+    if setnx && !take(&mut redis, &lock, &token).await {
+        return StatusCode::SERVICE_UNAVAILABLE;
+    }
+    let balance: i64 = redis.get(format!("balance:{id}")).await.unwrap_or(0);
+    tokio::time::sleep(hold).await;
+    // the deposit and the count of deposits answered 200, in one round trip
+    let mut write = redis::pipe();
+    write
+        .set(format!("balance:{id}"), balance + 1)
+        .incr("served", 1);
+    let written: redis::RedisResult<()> = write.query_async(&mut redis).await;
+    if setnx {
+        let release = redis::Script::new(
+            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+        );
+        let _: redis::RedisResult<i64> = release
+            .key(&lock)
+            .arg(&token)
+            .invoke_async(&mut redis)
+            .await;
+    }
+    match written {
+        Ok(()) => StatusCode::OK,
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// The hand-rolled lock: `SET lock token NX PX 5000`, retried every 2 ms up to 1,000 times.
+async fn take(redis: &mut MultiplexedConnection, lock: &str, token: &str) -> bool {
+    for _ in 0..1000 {
+        let set: Option<String> = redis::cmd("SET")
+            .arg(lock)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(5000)
+            .query_async(redis)
+            .await
+            .unwrap_or(None);
+        if set.is_some() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    false
+}
