@@ -104,9 +104,17 @@ impl Cluster {
     }
 
     /// Move the slot of `key` (with its keys) from its master to another master, as a resharding
-    /// does: `CLUSTER SETSLOT ... IMPORTING / MIGRATING`, `MIGRATE` of its keys, then `SETSLOT ...
-    /// NODE` on every master. Returns the port of the new owner.
+    /// does. Returns the port of the new owner.
     pub fn move_slot_of(&self, key: &str) -> u16 {
+        let moving = self.start_moving_slot_of(key);
+        self.finish_moving(&moving);
+        moving.target
+    }
+
+    /// Begin moving the slot of `key` to another master: `CLUSTER SETSLOT ... IMPORTING` on it,
+    /// `MIGRATING` on the owner. Until [`finish_moving`](Self::finish_moving), the owner answers
+    /// `ASK` for keys of the slot it does not have.
+    pub fn start_moving_slot_of(&self, key: &str) -> SlotMove {
         let source = self.master_of(key);
         let target = (self.masters().into_iter())
             .find(|m| m.port() != source.port())
@@ -117,12 +125,37 @@ impl Cluster {
             .unwrap()
             .to_string();
         let id = |node: &RedisServer| node.cmd(&["CLUSTER", "MYID"]).as_string().unwrap();
-        let (source_id, target_id) = (id(source), id(target));
-        let ok = |reply: super::Reply| assert!(reply.is_ok(), "support: {reply:?}");
-        ok(target.cmd(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &source_id]));
-        ok(source.cmd(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &target_id]));
+        let moving = SlotMove {
+            slot,
+            source: source.port(),
+            target: target.port(),
+            source_id: id(source),
+            target_id: id(target),
+        };
+        ok(target.cmd(&[
+            "CLUSTER",
+            "SETSLOT",
+            &moving.slot,
+            "IMPORTING",
+            &moving.source_id,
+        ]));
+        ok(source.cmd(&[
+            "CLUSTER",
+            "SETSLOT",
+            &moving.slot,
+            "MIGRATING",
+            &moving.target_id,
+        ]));
+        moving
+    }
+
+    /// `MIGRATE` the slot's keys, then `CLUSTER SETSLOT ... NODE` on every master.
+    pub fn finish_moving(&self, moving: &SlotMove) {
+        let node = |port: u16| self.nodes.iter().find(|n| n.port() == port).unwrap();
+        let (source, target) = (node(moving.source), node(moving.target));
+        let slot = moving.slot.as_str();
         loop {
-            let keys = source.cmd(&["CLUSTER", "GETKEYSINSLOT", &slot, "100"]);
+            let keys = source.cmd(&["CLUSTER", "GETKEYSINSLOT", slot, "100"]);
             let keys = keys.as_strings().unwrap();
             if keys.is_empty() {
                 break;
@@ -132,15 +165,13 @@ impl Cluster {
             migrate.extend(keys.iter().map(String::as_str));
             ok(source.cmd(&migrate));
         }
-        for node in [target, source] {
-            ok(node.cmd(&["CLUSTER", "SETSLOT", &slot, "NODE", &target_id]));
+        let others = self
+            .masters()
+            .into_iter()
+            .filter(|m| m.port() != moving.source && m.port() != moving.target);
+        for master in [target, source].into_iter().chain(others) {
+            ok(master.cmd(&["CLUSTER", "SETSLOT", slot, "NODE", &moving.target_id]));
         }
-        for node in self.masters() {
-            if node.port() != source.port() && node.port() != target.port() {
-                ok(node.cmd(&["CLUSTER", "SETSLOT", &slot, "NODE", &target_id]));
-            }
-        }
-        target.port()
     }
 
     /// Wait (at most 30 s) until `done` holds.
@@ -154,6 +185,19 @@ impl Cluster {
             thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// A slot on its way from one master to another.
+pub struct SlotMove {
+    pub slot: String,
+    pub source: u16,
+    pub target: u16,
+    source_id: String,
+    target_id: String,
+}
+
+fn ok(reply: super::Reply) {
+    assert!(reply.is_ok(), "support: {reply:?}");
 }
 
 /// The port of the master that `CLUSTER SLOTS` (`ranges`) names for `slot`.
