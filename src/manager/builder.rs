@@ -264,30 +264,21 @@ impl LockManagerBuilder {
             }
             #[cfg(feature = "redis")]
             Target::Sentinel(ref sentinels, ref service) => {
-                let infos = (sentinels.iter().map(redis::Endpoint::resolve))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let infos = resolve_all(sentinels)?;
                 let master = redis::Locator::sentinel(infos, service)?;
                 let (redis, stop) = redis::connect(master, None, &self.settings(), &wiring).await?;
                 (Backend::Redis(redis), stop)
             }
             #[cfg(feature = "cluster")]
             Target::Cluster(ref seeds) => {
-                let infos =
-                    (seeds.iter().map(redis::Endpoint::resolve)).collect::<Result<Vec<_>, _>>()?;
-                if infos.is_empty() {
-                    return Err(LockError::Config(
-                        "no cluster node: at least one is needed".into(),
-                    ));
-                }
-                let settings = self.settings();
+                let (infos, settings) = (resolve_all(seeds)?, self.settings());
                 let (redis, stop) =
                     redis::RedisBackend::connect_cluster(infos, &settings, &wiring).await?;
                 (Backend::Redis(redis), stop)
             }
             #[cfg(feature = "redis")]
             Target::Quorum(ref masters) => {
-                let infos = (masters.iter().map(redis::Endpoint::resolve))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let infos = resolve_all(masters)?;
                 self.validate_quorum(&infos)?;
                 let settings = self.settings();
                 let (quorum, stop) =
@@ -364,4 +355,10 @@ impl LockManagerBuilder {
             pool_size: self.pool_size,
         }
     }
+}
+
+/// The connection info of every endpoint.
+#[cfg(feature = "redis")]
+fn resolve_all(endpoints: &[redis::Endpoint]) -> Result<Vec<::redis::ConnectionInfo>, LockError> {
+    endpoints.iter().map(redis::Endpoint::resolve).collect()
 }

@@ -22,6 +22,11 @@ impl RedisBackend {
         settings: &Settings,
         wiring: &Wiring,
     ) -> Result<(Arc<RedisBackend>, InboxStop), LockError> {
+        if seeds.is_empty() {
+            return Err(LockError::Config(
+                "no cluster node: at least one is needed".into(),
+            ));
+        }
         let unavailable = |err: redis::RedisError| LockError::unavailable("", err);
         let timeout = settings.command_timeout;
         let commands = ClusterClientBuilder::new(seeds.clone())

@@ -19,6 +19,7 @@ mod locator;
 mod names;
 mod pool;
 mod postman;
+mod renew;
 mod scripts;
 mod shared;
 #[cfg(feature = "cluster")]
@@ -44,7 +45,7 @@ pub(crate) use postman::Unclaimed;
 pub(crate) use scripts::assemble as assemble_script;
 use scripts::Scripts;
 
-use super::{AcquireRequest, Attempt, LockParty, Released};
+use super::{AcquireRequest, Attempt, Released};
 use crate::error::BoxError;
 use crate::ids::OwnerId;
 use crate::key::LockKey;
@@ -300,60 +301,6 @@ impl RedisBackend {
         }
         let _ = req;
         Ok(())
-    }
-
-    /// Run `call` on the parties of `batch` whose locks share a slot, each group at once (a
-    /// script's keys must all be in one slot of a cluster; a standalone server takes the batch
-    /// whole), and put the answers back in the batch's order.
-    async fn per_slot<'a, F, Fut>(
-        &self,
-        batch: &'a [LockParty],
-        call: F,
-    ) -> Result<Vec<bool>, BoxError>
-    where
-        F: Fn(Vec<&'a LockParty>) -> Fut,
-        Fut: std::future::Future<Output = Result<Vec<bool>, BoxError>>,
-    {
-        let groups = self.channels.group_by_slot(batch.iter().map(|p| &*p.id));
-        let calls = groups
-            .iter()
-            .map(|group| call(group.iter().map(|&i| &batch[i]).collect()));
-        let answers = futures_util::future::join_all(calls).await;
-        let mut flags = vec![false; batch.len()];
-        for (group, answer) in groups.iter().zip(answers) {
-            for (&i, flag) in group.iter().zip(answer?) {
-                flags[i] = flag;
-            }
-        }
-        Ok(flags)
-    }
-
-    pub(crate) async fn renew(
-        &self,
-        batch: &[LockParty],
-        lease: Duration,
-    ) -> Result<Vec<bool>, BoxError> {
-        self.per_slot(batch, |group| self.renew_slot(group, lease))
-            .await
-    }
-
-    /// Renew leases whose locks share a slot.
-    async fn renew_slot(
-        &self,
-        batch: Vec<&LockParty>,
-        lease: Duration,
-    ) -> Result<Vec<bool>, BoxError> {
-        let mut call = ScriptCall::new(&self.scripts.renew, batch.len());
-        for lock in &batch {
-            call.key(&*lock.id);
-        }
-        call.arg(server_ms(lease));
-        for lock in &batch {
-            call.arg(&*lock.owner);
-        }
-        let hint = batch.first().map_or(0, |lock| slot_hint(&lock.id));
-        let renewed: Vec<i64> = self.invoke_idempotent(hint, &call).await?;
-        Ok(renewed.into_iter().map(|r| r == 1).collect())
     }
 
     pub(crate) async fn abandon(&self, id: &LockId, departure: Departure) -> Result<(), BoxError> {
