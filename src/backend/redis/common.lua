@@ -150,6 +150,24 @@ local function owner_of(waiter)
   return string.match(waiter, '^[^|]+')
 end
 
+-- Put `waiter` in the queue `q` (once) with its heartbeat key `heartbeat` alive for `eviction` ms
+-- (a decimal string). `queued`: an earlier attempt of this wait joined already; if its heartbeat
+-- ran out meanwhile (its process was frozen or slow), it is still queued unless a grant found it
+-- dead and dropped it. The queue outlives its waiters' heartbeat keys, never a queue of dead
+-- waiters for ever.
+local function join_queue(q, heartbeat, waiter, eviction, queued)
+  if not queued then
+    redis.call('RPUSH', q, waiter)
+    redis.call('SET', heartbeat, '1', 'PX', eviction)
+  elseif not redis.call('SET', heartbeat, '1', 'PX', eviction, 'XX') then
+    if not redis.call('LPOS', q, waiter) then
+      redis.call('RPUSH', q, waiter)
+    end
+    redis.call('SET', heartbeat, '1', 'PX', eviction)
+  end
+  redis.call('PEXPIRE', q, eviction)
+end
+
 -- At most this many dead waiters are skipped by one grant; live waiters behind more re-check on
 -- their next heartbeat, which finds the lock free.
 local MAX_SKIPPED = 100

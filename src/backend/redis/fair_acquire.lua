@@ -68,19 +68,7 @@ if not token then
 end
 
 if will_wait then
-  if not queued then
-    redis.call('RPUSH', q, waiter)
-    redis.call('SET', heartbeat, '1', 'PX', eviction)
-  elseif not redis.call('SET', heartbeat, '1', 'PX', eviction, 'XX') then
-    -- Queued before, but our heartbeat ran out (this process was frozen or slow): we are still in
-    -- the queue unless a grant found us dead and dropped us.
-    if not redis.call('LPOS', q, waiter) then
-      redis.call('RPUSH', q, waiter)
-    end
-    redis.call('SET', heartbeat, '1', 'PX', eviction)
-  end
-  -- the queue outlives its waiters' heartbeat keys, never a queue of dead waiters for ever
-  redis.call('PEXPIRE', q, eviction)
+  join_queue(q, heartbeat, waiter, eviction, queued)
 end
 local ttl = redis.call('PTTL', lock)
 if ttl < 0 then

@@ -79,17 +79,7 @@ if (not head or head == waiter) and has_room(lock, holders, family, kind) then
 end
 
 if will_wait then
-  if not queued then
-    redis.call('RPUSH', q, waiter)
-    redis.call('SET', heartbeat, '1', 'PX', eviction)
-  elseif not redis.call('SET', heartbeat, '1', 'PX', eviction, 'XX') then
-    -- queued before, but our heartbeat ran out: still queued unless a grant dropped us as dead
-    if not redis.call('LPOS', q, waiter) then
-      redis.call('RPUSH', q, waiter)
-    end
-    redis.call('SET', heartbeat, '1', 'PX', eviction)
-  end
-  redis.call('PEXPIRE', q, eviction)
+  join_queue(q, heartbeat, waiter, eviction, queued)
   -- while anyone waits, the hash names the family, so that other families see the lock taken
   redis.call('HSET', lock, '#s', family)
   live_at_least(lock, tonumber(eviction))
