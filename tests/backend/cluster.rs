@@ -336,3 +336,59 @@ async fn a_lock_whose_slot_moves_keeps_its_holder_and_wakes_its_waiter() {
     assert!(next.fencing_token() > token);
     next.release().await.unwrap();
 }
+
+/// CRC16-XMODEM modulo 16384: the slot of a hash tag.
+fn slot_of(tag: &str) -> u16 {
+    let crc = tag.bytes().fold(0u16, |crc, byte| {
+        (0..8).fold(crc ^ (u16::from(byte) << 8), |crc, _| {
+            if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            }
+        })
+    });
+    crc % 16384
+}
+
+/// While a slot is being moved, Redis refuses the scripts of a lock of that slot whose keys are
+/// not on one node yet (TRYAGAIN). A request that waits keeps waiting through the move and gets
+/// the lock once it is done; one that does not wait is told the backend cannot serve it now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_lock_waits_while_its_slot_moves() {
+    let cluster = Cluster::start();
+    let m = manager(&cluster).await;
+    let old = m
+        .acquire("moving-old", &LockOptions::exclusive())
+        .await
+        .unwrap();
+    let slot = slot_of("tower-lock:moving-old");
+    let new_name = (0..)
+        .map(|i| format!("moving-{i}"))
+        .find(|name| slot_of(&format!("tower-lock:{name}")) == slot)
+        .unwrap();
+    let moving = cluster.start_moving_slot_of("{tower-lock:moving-old}");
+    let tried = m.try_acquire(&new_name, &LockOptions::exclusive()).await;
+    assert!(
+        matches!(tried, Err(LockError::Unavailable { .. })),
+        "{tried:?}"
+    );
+    let waiting = {
+        let (m, name) = (m.clone(), new_name.clone());
+        tokio::spawn(async move {
+            let opts = LockOptions::fair().wait_timeout(Duration::from_secs(30));
+            m.acquire(&name, &opts).await
+        })
+    };
+    // longer than the command timeout (2 s): the request still waits
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!waiting.is_finished(), "{:?}", waiting.await);
+    cluster.finish_moving(&moving);
+    let new = tokio::time::timeout(GENEROUS, waiting)
+        .await
+        .expect("the lock once the move is done")
+        .unwrap()
+        .unwrap();
+    old.release().await.unwrap();
+    new.release().await.unwrap();
+}

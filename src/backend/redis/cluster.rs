@@ -29,9 +29,16 @@ impl RedisBackend {
         }
         let unavailable = |err: redis::RedisError| LockError::unavailable("", err);
         let timeout = settings.command_timeout;
+        // Redirects (MOVED, ASK) are retried at once. A TRYAGAIN (a lock whose slot is being moved,
+        // its keys not all on one node yet) comes back after two short waits, so that a request
+        // that waits can wait for the move to end (see `moving_slot`) instead of redis-rs waiting
+        // out the command timeout with backoffs of a second or more.
         let commands = ClusterClientBuilder::new(seeds.clone())
             .connection_timeout(timeout)
             .response_timeout(timeout)
+            .retries(3)
+            .min_retry_wait(5)
+            .max_retry_wait(50)
             .build()
             .map_err(|err| LockError::Config(format!("invalid cluster setup: {err}")))?;
         let commands = commands.get_async_connection().await.map_err(unavailable)?;
@@ -61,4 +68,12 @@ impl RedisBackend {
         });
         Ok((backend, stop))
     }
+}
+
+/// Whether `err` is Redis's `TRYAGAIN`: the lock's slot is being moved to another master and its
+/// keys are not all on one node yet (Redis refuses commands on several keys then).
+pub(super) fn moving_slot(err: &crate::error::BoxError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    err.downcast_ref::<redis::RedisError>()
+        .is_some_and(|err| err.kind() == ErrorKind::Server(ServerErrorKind::TryAgain))
 }

@@ -137,6 +137,10 @@ fn slot_hint(id: &str) -> u64 {
 /// manager release it at once instead of leaving it held for a whole lease.
 pub(crate) const LATE_REPLY: Duration = Duration::from_secs(30);
 
+/// How soon a request that found its lock's slot being moved tries again.
+#[cfg(feature = "cluster")]
+const MOVING_SLOT_RETRY: Duration = Duration::from_millis(50);
+
 impl RedisBackend {
     pub(crate) fn new(
         pool: CommandPool,
@@ -252,6 +256,21 @@ impl RedisBackend {
 
     pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt, BoxError> {
         self.listen(req).await?;
+        let attempt = self.attempt_in_mode(req).await;
+        #[cfg(feature = "cluster")]
+        if let Err(err) = &attempt {
+            // a request that waits waits for the move to end, as for a holder
+            if req.will_wait && cluster::moving_slot(err) {
+                return Ok(Attempt::Busy {
+                    ttl: Some(MOVING_SLOT_RETRY),
+                });
+            }
+        }
+        attempt
+    }
+
+    /// One attempt, in the script of the request's mode.
+    async fn attempt_in_mode(&self, req: &AcquireRequest<'_>) -> Result<Attempt, BoxError> {
         if req.mode == crate::options::Mode::Fair {
             return self.fair_try_acquire(req).await;
         }
