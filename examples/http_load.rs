@@ -12,7 +12,8 @@
 //! (`SET NX PX`, retried every 2 ms up to 1,000 times, released by a compare-and-delete script), and
 //! no lock (to show the updates it loses). Two `wrk -t1 -c32` load the two replicas at once, over
 //! accounts drawn uniformly from K; afterwards the example sums the balances and compares them with
-//! the deposits the service answered 200 (it counts them in Redis, in the pipeline of its write).
+//! the deposits the service answered 200 (it counts them in Redis, in the pipeline of its write),
+//! and prints Redis's CPU time per request (`INFO cpu` before and after the load).
 //! Needs `wrk` (`apt-get install wrk`) and `redis-server`.
 
 #[path = "../tests/support/mod.rs"]
@@ -58,16 +59,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         env("HTTP_LOAD_HOLD_MS", 1)
     );
     println!(
-        "{:>4} {:<16} {:>9} {:>9} {:>9} {:>10}",
-        "K", "variant", "req/s", "p99 ms", "non-2xx", "lost"
+        "{:>4} {:<16} {:>9} {:>9} {:>9} {:>10} {:>12}",
+        "K", "variant", "req/s", "p99 ms", "non-2xx", "lost", "Redis/req"
     );
     for keys in key_counts {
         for run in 1..=2 {
             for variant in VARIANTS {
                 let r = measure(&server, variant, keys, secs).await?;
                 println!(
-                    "{keys:>4} {variant:<16} {:>9.0} {:>9.1} {:>9} {:>10}  (run {run})",
-                    r.rate, r.p99_ms, r.failed, r.lost
+                    "{keys:>4} {variant:<16} {:>9.0} {:>9.1} {:>9} {:>10} {:>10.1}µs  (run {run})",
+                    r.rate, r.p99_ms, r.failed, r.lost, r.redis_us
                 );
             }
         }
@@ -82,6 +83,8 @@ struct Outcome {
     failed: u64,
     /// Deposits answered 200 (counted by the service) that are missing from the balances.
     lost: i64,
+    /// Redis's CPU time (user + system) per request wrk counted, in µs.
+    redis_us: f64,
 }
 
 async fn measure(
@@ -115,6 +118,7 @@ async fn measure(
              end\n"
         ),
     )?;
+    let cpu_before = redis_cpu(server);
     let loads: Vec<Child> = ports
         .iter()
         .map(|port| {
@@ -140,6 +144,7 @@ async fn measure(
         failed += fields[1];
         p99_us = p99_us.max(fields[2]);
     }
+    let redis_cpu_used = redis_cpu(server) - cpu_before;
     // let requests still in flight when wrk stopped finish before reading the balances
     tokio::time::sleep(Duration::from_millis(500)).await;
     for mut replica in replicas {
@@ -158,7 +163,17 @@ async fn measure(
         p99_ms: p99_us as f64 / 1000.0,
         failed,
         lost: served - total,
+        redis_us: redis_cpu_used * 1e6 / requests.max(1) as f64,
     })
+}
+
+/// The CPU time redis-server has used, in seconds (`used_cpu_user` + `used_cpu_sys`).
+fn redis_cpu(server: &support::RedisServer) -> f64 {
+    let info = server.info("cpu");
+    (info.lines().filter_map(|line| line.split_once(':')))
+        .filter(|(field, _)| matches!(*field, "used_cpu_user" | "used_cpu_sys"))
+        .filter_map(|(_, value)| value.trim().parse::<f64>().ok())
+        .sum()
 }
 
 async fn wait_for_port(port: u16) {
