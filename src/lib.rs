@@ -38,8 +38,9 @@
 //! # }
 //! ```
 //!
-//! Besides exclusive locks there are fair (FIFO) locks, fair read/write locks (any number of
-//! reads or one write, FIFO across both) and semaphores (at most n holds): see [`LockOptions`].
+//! Besides exclusive locks there are fair (FIFO) locks, the same locks taken in arrival order (a
+//! lock layer's default), fair read/write locks (any number of reads or one write, FIFO across
+//! both) and semaphores (at most n holds): see [`LockOptions`].
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]

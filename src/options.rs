@@ -4,18 +4,24 @@ use std::time::Duration;
 
 /// How a lock is shared and how it orders its waiters.
 ///
-/// A lock takes one family of modes at a time (exclusive, fair, read/write, semaphore): while it is
-/// held or waited for in one, a request of another fails with [`crate::LockError::Unsupported`]
-/// (neither would see the other's holders or waiters). Read and write are one family: one lock.
+/// A lock takes one family of modes at a time (exclusive and fair, read/write, semaphore): while it
+/// is held or waited for in one, a request of another fails with [`crate::LockError::Unsupported`]
+/// (neither would see the other's holders or waiters). Exclusive and fair requests share one lock,
+/// and so do read and write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Mode {
     /// Reentrant exclusive lock (Redisson's `RLock`): one owner at a time, waiters are not ordered
-    /// (a freed lock goes to whichever request asks first; under steady contention one can wait
-    /// much longer than the others: use [`Mode::Fair`] when order matters).
+    /// (a freed lock goes to whichever request asks first). The wait is bounded all the same: a
+    /// request that finds the lock busy again after a wake-up has lost a race, and queues in fair
+    /// order (except on a quorum, which has no fair queue). So does a request that finds fair
+    /// requests queued, or the lock held in fair mode: exclusive and fair requests share one
+    /// lock. Use [`Mode::Fair`] when order always matters.
     #[default]
     Exclusive,
-    /// Reentrant fair lock: waiters acquire in the order they arrived at the backend.
+    /// Reentrant fair lock: waiters acquire in the order they arrived at the backend. A lock held
+    /// in exclusive mode is waited for in the same order: its release grants it to the first
+    /// waiter. The default of [`LockLayer`](crate::LockLayer).
     Fair,
     /// A read hold of a fair read/write lock: any number of read holds at once, never with a
     /// write hold. A read that arrives after a queued write waits behind it, so writers never

@@ -23,6 +23,9 @@ pub(crate) struct Waiter {
     /// of an earlier wait of the same owner.
     name: Arc<str>,
     woken: AtomicBool,
+    /// The request waits in a queue of the backend (a fair or shared lock), which grants it the
+    /// lock: it needs none of the wake-ups meant for requests waiting in exclusive mode.
+    in_queue: AtomicBool,
     /// The fencing token of a fair grant (0: none).
     granted: AtomicU64,
     notify: Notify,
@@ -71,6 +74,12 @@ impl Waiter {
             0 => None,
             token => Some(token),
         }
+    }
+
+    /// The request waits in the backend's queue of the lock from now on (see
+    /// [`WaitRegistry::wake_unqueued`]).
+    pub(crate) fn join_queue(&self) {
+        self.in_queue.store(true, Ordering::SeqCst);
     }
 
     /// Keep the last wake-up as unused: the attempt it led to failed, so the lock may be free
@@ -134,6 +143,7 @@ impl WaitRegistry {
                 None => format!("{owner}|{seq}"),
             }),
             woken: AtomicBool::new(false),
+            in_queue: AtomicBool::new(false),
             granted: AtomicU64::new(0),
             notify: Notify::new(),
             gone: AtomicBool::new(false),
@@ -154,6 +164,18 @@ impl WaitRegistry {
             w.wake();
         }
         !queue.is_empty()
+    }
+
+    /// Wake every waiter of `id` that is not in the backend's queue of it: the lock went over to
+    /// fair order, and a request waiting in exclusive mode would sleep through its hand-offs
+    /// (they are grants to the queue). Each one woken finds the fair state and queues.
+    pub(crate) fn wake_unqueued(&self, id: &str) {
+        if let Some(queue) = self.lock().get(id) {
+            queue
+                .iter()
+                .filter(|w| !w.in_queue.load(Ordering::SeqCst))
+                .for_each(|w| w.wake());
+        }
     }
 
     /// Hand a fair grant to the waiter of `id` named `name`. Returns false when it waits no more

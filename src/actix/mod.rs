@@ -91,7 +91,7 @@ type MiddlewarePolicy = Policy<HttpResponse>;
 /// actix-web middleware that runs each request under the locks that its key extractor derives
 /// from it: see the [module docs](self).
 ///
-/// Defaults, as for [`LockLayer`](crate::LockLayer): exclusive locks kept by the manager's
+/// Defaults, as for [`LockLayer`](crate::LockLayer): fair (FIFO) locks kept by the manager's
 /// watchdog, a wait of at most [`DEFAULT_WAIT_TIMEOUT`](crate::request::DEFAULT_WAIT_TIMEOUT)
 /// (10 s), no limit on waiters, locks released when the response is ready, the handler left running
 /// if its lease is lost, `Retry-After: 1`. Its builder methods set the

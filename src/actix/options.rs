@@ -27,7 +27,7 @@ impl<K> LockMiddleware<K> {
         self.with_options(|options| options.lock(opts))
     }
 
-    /// The lock mode (exclusive by default; fair, read, write, semaphore): see
+    /// The lock mode (fair by default; exclusive, read, write, semaphore): see
     /// [`RequestOptions::mode`].
     pub fn mode(self, mode: Mode) -> Self {
         self.with_options(|options| options.mode(mode))

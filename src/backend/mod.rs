@@ -240,11 +240,9 @@ impl Backend {
         match self {
             Backend::Memory(m) => Ok(m.release(id, owner, mode, exact)),
             #[cfg(feature = "redis")]
-            Backend::Redis(r) => match mode {
-                Mode::Exclusive => r.release(id, owner, exact).await,
-                Mode::Fair => r.fair_release(id, owner, exact).await,
-                _ => r.shared_release(id, owner, exact).await,
-            },
+            Backend::Redis(r) if mode.is_shared() => r.shared_release(id, owner, exact).await,
+            #[cfg(feature = "redis")]
+            Backend::Redis(r) => r.release(id, owner, exact).await,
             #[cfg(feature = "redis")]
             Backend::Quorum(q) => q.release(id, owner, token).await,
         }

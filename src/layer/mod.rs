@@ -85,7 +85,7 @@ type LayerPolicy = Policy<http::Response<Bytes>>;
 /// Runs each request under the locks that its key extractor derives from it: see the [module
 /// docs](self).
 ///
-/// Defaults: exclusive locks kept by the manager's watchdog, a wait of at most
+/// Defaults: fair (FIFO) locks kept by the manager's watchdog (exclusive on a quorum manager), a wait of at most
 /// [`DEFAULT_WAIT_TIMEOUT`] (10 s), no limit on waiters, locks released when the response head is
 /// ready, the handler left running if its lease is lost, `Retry-After: 1`. Its builder methods set
 /// the [`RequestOptions`] of the layer one at a time; [`request_options`](Self::request_options)

@@ -26,6 +26,10 @@ use crate::waiters::LockId;
 /// Retry after this long when the backend could not say how long the holder keeps the lock.
 const UNKNOWN_TTL_RETRY: Duration = Duration::from_millis(50);
 
+/// An exclusive request that found the lock busy this many times, and was woken or timed out
+/// each time, waits in fair order from then on (see [`Acquisition::lost_a_race`]).
+const EXCLUSIVE_RACES: u32 = 1;
+
 /// An attempt unanswered for this long means a slow or unreachable backend, not a busy lock: a
 /// live Redis answers in a millisecond or so (this is also the quorum's default node timeout).
 const SLOW_ANSWER: Duration = Duration::from_millis(250);
@@ -75,6 +79,9 @@ impl Shared {
                 Attempt::Acquired { token } => {
                     return Ok(Some(acquisition.won(token, attempt_started)));
                 }
+                Attempt::OtherMode { held: Mode::Fair } if acquisition.mode == Mode::Exclusive => {
+                    acquisition.go_fair();
+                }
                 Attempt::OtherMode { held } => {
                     return Err(acquisition.refused(mixed_modes(acquisition.mode, held)))
                 }
@@ -82,6 +89,10 @@ impl Shared {
                 Attempt::Busy { ttl } => {
                     if acquisition.ticket.is_none() {
                         return Ok(None);
+                    }
+                    if acquisition.lost_a_race() {
+                        acquisition.go_fair();
+                        continue;
                     }
                     acquisition.wait_after_busy(ttl, attempt_started).await?;
                 }
@@ -158,6 +169,32 @@ impl<'a> Acquisition<'a> {
         if ticket.grant().is_some() {
             ticket.forget_grant();
             self.busy_attempts = 1;
+        }
+    }
+
+    /// An exclusive request found the lock busy again after a wake-up or its timer: others took
+    /// it first, and may go on doing so. Exclusive mode promises no order, but bounds the wait:
+    /// such a request queues in fair order from its next attempt.
+    /// (A quorum has no fair queue: its exclusive requests stay unordered.)
+    fn lost_a_race(&self) -> bool {
+        self.mode == Mode::Exclusive
+            && self.busy_attempts >= EXCLUSIVE_RACES
+            && self.shared.backend.unsupported(Mode::Fair).is_none()
+    }
+
+    /// Go on as a fair request: the lock is held or queued for in fair mode (a fair lock is one
+    /// with exclusive locks; requests of both wait in its queue), or this exclusive request lost
+    /// a race for it. The other exclusive requests of this process waiting for it are woken, to
+    /// find the fair state and queue too: a fair lock's hand-offs are grants to its queue, and
+    /// they would sleep through them.
+    fn go_fair(&mut self) {
+        tracing::trace!(key = self.key, "exclusive request waits in the fair queue");
+        self.mode = Mode::Fair;
+        self.busy_attempts = 0;
+        self.busy_since = None;
+        if let Some(ticket) = self.ticket.as_mut() {
+            ticket.wait_in_fair_queue();
+            self.shared.waiters.wake_unqueued(&self.id);
         }
     }
 

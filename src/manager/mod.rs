@@ -34,7 +34,7 @@ use crate::backend::memory::MemoryBackend;
 use crate::backend::{Backend, InboxStop, Wiring};
 use crate::background::{Background, BackgroundQueue};
 use crate::error::LockError;
-use crate::options::LockOptions;
+use crate::options::{LockOptions, Mode};
 use crate::waiters::WaitRegistry;
 use crate::watchdog::{Claims, Leases, Queued, Watchdog};
 
@@ -343,6 +343,11 @@ impl LockManager {
     /// watchdog).
     pub fn queued(&self) -> usize {
         self.shared.queued.len()
+    }
+
+    /// Whether this manager serves fair locks (a quorum's does not).
+    pub(crate) fn has_fair_locks(&self) -> bool {
+        self.shared.backend.unsupported(Mode::Fair).is_none()
     }
 
     /// Refuse options this manager's backend cannot serve (fair locks on a quorum).

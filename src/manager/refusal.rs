@@ -18,7 +18,7 @@ pub(super) fn mixed_modes(mode: Mode, held: Mode) -> String {
     }
     format!(
         "a {} request on a lock held or waited for in {} mode: one lock takes one family of \
-         modes (exclusive, fair, read/write, semaphore)",
+         modes (exclusive and fair, read/write, semaphore)",
         mode.name(),
         family_name(held)
     )
@@ -27,6 +27,7 @@ pub(super) fn mixed_modes(mode: Mode, held: Mode) -> String {
 /// The name of the family of `mode`, as errors give it.
 fn family_name(mode: Mode) -> &'static str {
     match mode {
+        Mode::Exclusive | Mode::Fair => "exclusive and fair",
         Mode::Read | Mode::Write => "read/write",
         other => other.name(),
     }

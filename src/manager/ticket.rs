@@ -39,6 +39,9 @@ impl WaitTicket {
         loop {
             match shared.waiters.register(id, owner, shared_kind_of(mode)) {
                 Ok(waiter) => {
+                    if mode.is_queued() {
+                        waiter.join_queue();
+                    }
                     return Some(WaitTicket {
                         shared: shared.clone(),
                         id: id.clone(),
@@ -47,7 +50,7 @@ impl WaitTicket {
                         waiter,
                         found_busy: false,
                         acquired: false,
-                    })
+                    });
                 }
                 Err(sibling) => match deadline {
                     Some(deadline) => {
@@ -115,6 +118,14 @@ impl WaitTicket {
             id: self.id.clone(),
             owner: self.owner.as_arc().clone(),
         }
+    }
+
+    /// A request of exclusive mode waits on as a fair one: in the lock's queue, from its next
+    /// attempt on (nothing of its exclusive wait is kept in the backend's queue).
+    pub(super) fn wait_in_fair_queue(&mut self) {
+        self.mode = Mode::Fair;
+        self.found_busy = false;
+        self.waiter.join_queue();
     }
 
     /// An attempt found the lock busy. Fair mode: the request is in the lock's queue now; keep it

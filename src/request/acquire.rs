@@ -13,19 +13,22 @@ use super::reject::{RejectReason, Rejection};
 use crate::key::LockKey;
 use crate::manager::LockGuard;
 use crate::manager::LockOwner;
-use crate::options::LockOptions;
+use crate::options::{LockOptions, Mode};
 
 impl RequestOptions {
     /// Acquire every lock in `keys` (sorted, without duplicates) for `owner`, waiting at most until
     /// the layer's wait timeout or `cap` (a gRPC deadline), whichever is shorter.
     pub(crate) async fn acquire(
-        self,
+        mut self,
         owner: LockOwner,
         keys: Vec<LockKey>,
         cap: Option<Duration>,
     ) -> Result<RequestGuards, Rejection> {
         let started = Instant::now();
         let _waiting = metrics::WaiterGauge::start();
+        if !self.mode_chosen && !owner.manager().has_fair_locks() {
+            self.lock = self.lock.mode(Mode::Exclusive);
+        }
         let wait = match (self.wait, cap) {
             (Wait::Never, _) => Wait::Never,
             (Wait::For(timeout), Some(cap)) => Wait::For(timeout.min(cap)),

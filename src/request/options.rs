@@ -64,6 +64,9 @@ pub(crate) enum Wait {
 pub struct RequestOptions {
     /// Mode and lease (the wait timeout is set per request from `wait`).
     pub(crate) lock: LockOptions,
+    /// The mode was chosen (else the default, fair, which a manager without fair locks, a
+    /// quorum's, serves as exclusive).
+    pub(crate) mode_chosen: bool,
     pub(crate) wait: Wait,
     pub(crate) on_lease_lost: OnLeaseLost,
     pub(crate) max_waiters: Option<(usize, Arc<WaitCounts>)>,
@@ -78,7 +81,8 @@ impl Default for RequestOptions {
         // every layer and middleware starts from here: its metrics get their help text
         metrics::describe();
         RequestOptions {
-            lock: LockOptions::exclusive(),
+            lock: LockOptions::fair(),
+            mode_chosen: false,
             wait: Wait::For(DEFAULT_WAIT_TIMEOUT),
             on_lease_lost: OnLeaseLost::Continue,
             max_waiters: None,
@@ -100,6 +104,7 @@ impl std::fmt::Debug for RequestOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RequestOptions")
             .field("lock", &self.lock)
+            .field("mode_chosen", &self.mode_chosen)
             .field("wait", &self.wait)
             .field("on_lease_lost", &self.on_lease_lost)
             .field(
@@ -114,7 +119,8 @@ impl std::fmt::Debug for RequestOptions {
 }
 
 impl RequestOptions {
-    /// The defaults: exclusive locks kept by the manager's watchdog, a wait of at most
+    /// The defaults: fair locks kept by the manager's watchdog (exclusive ones on a quorum
+    /// manager, which has no fair locks), a wait of at most
     /// [`DEFAULT_WAIT_TIMEOUT`], no limit on waiters, locks released when the response head is
     /// ready, the handler left running if its lease is lost, `Retry-After: 1`.
     pub fn new() -> Self {
@@ -130,13 +136,20 @@ impl RequestOptions {
             self.wait = Wait::For(timeout);
         }
         self.lock = opts.wait_forever();
+        self.mode_chosen = true;
         self
     }
 
-    /// The lock mode: exclusive (the default), fair (FIFO), or a shared mode (read, write,
+    /// The lock mode: fair (FIFO, the default), exclusive, or a shared mode (read, write,
     /// semaphore; see [`read_methods`](Self::read_methods) for read/write by method).
+    ///
+    /// Fair is the default because requests for one resource expect their turn: on a hot key an
+    /// exclusive lock serves no more requests, and its slowest requests wait longer (the figures
+    /// are in BENCHMARKS.md). Exclusive and fair requests share one lock, so a job taking a key
+    /// with the direct API's default (exclusive) and a layer taking it fairly exclude each other.
     pub fn mode(mut self, mode: Mode) -> Self {
         self.lock = self.lock.mode(mode);
+        self.mode_chosen = true;
         self
     }
 
@@ -161,6 +174,7 @@ impl RequestOptions {
         let methods = methods.into_iter();
         let upper = methods.map(|method| method.as_ref().to_ascii_uppercase().into_boxed_str());
         self.read_methods = Some(upper.collect());
+        self.mode_chosen = true;
         self
     }
 

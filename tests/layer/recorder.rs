@@ -146,15 +146,16 @@ fn waits_holds_rejections_and_waiters_are_recorded() {
 
     let values = store.values.lock().unwrap_or_else(|p| p.into_inner());
     let get = |name: &str| values.get(name).cloned().unwrap_or_default();
-    // every acquisition, by the manager: the two requests that got the lock, the busy one, and
-    // the direct acquire
-    let waits = |outcome: &str| {
+    // every acquisition, by the manager: the two requests that got the lock and the busy one (the
+    // layer's default mode, fair), and the direct acquire (exclusive)
+    let waits = |outcome: &str, mode: &str| {
         get(&format!(
-            "tower_lock_wait_seconds{{outcome={outcome},mode=exclusive}}"
+            "tower_lock_wait_seconds{{outcome={outcome},mode={mode}}}"
         ))
     };
-    assert_eq!(waits("acquired").len(), 3, "{values:?}");
-    assert_eq!(waits("busy").len(), 1, "{values:?}");
+    assert_eq!(waits("acquired", "fair").len(), 2, "{values:?}");
+    assert_eq!(waits("acquired", "exclusive").len(), 1, "{values:?}");
+    assert_eq!(waits("busy", "fair").len(), 1, "{values:?}");
     let holds = get("tower_lock_hold_seconds");
     assert_eq!(holds.len(), 2, "{values:?}");
     assert!(

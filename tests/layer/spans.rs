@@ -40,7 +40,7 @@ async fn an_acquisition_span_is_a_child_of_the_request_span() {
     assert_eq!(lock.parent, Some(*request), "{table:?}");
     for field in [
         "key=/accounts/7",
-        "mode=exclusive",
+        "mode=fair",
         "outcome=acquired",
         "token=",
         "waited_ms=",

@@ -5,5 +5,6 @@
 mod support;
 
 mod faults;
+mod layer;
 mod locks;
 mod tokens;

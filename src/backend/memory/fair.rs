@@ -29,6 +29,26 @@ pub(super) fn enqueue(table: &mut Table, id: &LockId, waiter: &str) {
 }
 
 impl MemoryBackend {
+    /// The lock is held by another owner, for `ttl` more. A fair request queues (behind a holder
+    /// of either mode: a lock held in exclusive mode grants itself to the queue when it frees);
+    /// an exclusive one finding a queue waits in it too, as a fair request.
+    pub(super) fn wait_for_holder(
+        &self,
+        table: &mut Table,
+        req: &AcquireRequest<'_>,
+        ttl: std::time::Duration,
+    ) -> Attempt {
+        if req.will_wait && req.mode == Mode::Exclusive && table.queues.contains_key(req.id) {
+            return Attempt::OtherMode { held: Mode::Fair };
+        }
+        if req.will_wait && req.mode == Mode::Fair {
+            enqueue(table, req.id, req.waiter);
+            // requests of exclusive mode would sleep through the grants to the queue
+            self.waiters.wake_unqueued(req.id);
+        }
+        Attempt::Busy { ttl: Some(ttl) }
+    }
+
     /// The lock is free. Returns `Some(busy)` when others queued first: the head gets the lock.
     pub(super) fn fair_free_lock(
         &self,

@@ -120,22 +120,20 @@ impl MemoryBackend {
             return Attempt::OtherMode { held: lock.family };
         }
         if let Some(held) = table.holder(req.id, now) {
-            if held.mode != req.mode {
-                return Attempt::OtherMode { held: held.mode };
+            if held.mode == Mode::Fair && req.mode == Mode::Exclusive {
+                // an exclusive request on a fair lock is a fair one (see `Mode::Exclusive`)
+                return Attempt::OtherMode { held: Mode::Fair };
             }
             if *held.owner == **req.owner {
                 // a queued fair request finding itself the holder found its grant, not a re-entry
-                if !(req.queued && req.mode == Mode::Fair) {
+                if !(req.queued && req.mode == Mode::Fair && held.mode == Mode::Fair) {
                     held.count += 1;
                 }
                 held.expires = held.expires.max(now + req.lease);
                 return Attempt::Acquired { token: held.token };
             }
             let ttl = held.expires - now;
-            if req.mode == Mode::Fair && req.will_wait {
-                fair::enqueue(&mut table, req.id, req.waiter);
-            }
-            return Attempt::Busy { ttl: Some(ttl) };
+            return self.wait_for_holder(&mut table, req, ttl);
         }
         if req.mode == Mode::Fair {
             if let Some(busy) = self.fair_free_lock(&mut table, req, now) {
@@ -180,9 +178,7 @@ impl MemoryBackend {
             return Released::StillHeld;
         }
         table.locks.remove(id);
-        if mode == Mode::Fair {
-            self.grant_next(&mut table, id, now);
-        } else {
+        if !self.grant_next(&mut table, id, now) {
             drop(table);
             self.waiters.wake_one(id);
         }

@@ -6,9 +6,10 @@
 --       will, and an earlier attempt of it found the lock busy and recorded this manager as
 --       waiting), 'wor' (both)
 -- Returns the fencing token (> 0) when acquired; when busy, -1 - the lock's remaining lease in ms;
--- when the lock is held or queued for in another family of modes (they are not mixed on one
--- lock), that family's name: 'fair', 'read/write' or 'semaphore'. One value, not a table: a table
--- answer costs Redis more.
+-- 'fair' when the lock is held in fair mode or fair requests queue for it (the request then waits
+-- in that queue: a fair request); when the lock is held or queued for in another family of modes
+-- (they are not mixed on one lock), that family's name: 'read/write' or 'semaphore'. One value,
+-- not a table: a table answer costs Redis more.
 local lock, waiters, fence = KEYS[1], KEYS[2], KEYS[3]
 local owner, lease, wait = ARGV[1], ARGV[2], ARGV[3]
 
@@ -29,7 +30,11 @@ if not token then
   -- Our release must reach the requests of this process that still wait; and when we were told the
   -- lock is free, other managers may still be waiting behind us.
   local others = wait == 'wo' or wait == 'wor'
-  token = take(lock, owner, lease, next_token(fence), (others or wait == 'wr') and '#w' or nil)
+  if others or wait == 'wr' then
+    token = take(lock, owner, lease, next_token(fence), '#w', '1')
+  else
+    token = take(lock, owner, lease, next_token(fence))
+  end
   if others then
     redis.call('ZADD', waiters, 'NX', int(now_us()), manager_of(owner))
     -- as in wait_in_line: the record goes some time after the lock would, should nobody come back
@@ -46,6 +51,11 @@ if ttl < 0 then
   ttl = 50
 end
 if wait ~= '' then
+  if redis.call('EXISTS', KEYS[4]) == 1 then
+    -- fair requests queue behind the holder: its release grants the lock to them, and this
+    -- request waits in their queue
+    return 'fair'
+  end
   wait_in_line(lock, waiters, manager_of(owner), ttl, lease, marked)
 end
 return -1 - ttl

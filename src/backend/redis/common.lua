@@ -32,16 +32,12 @@ local function next_token(fence)
 end
 
 -- Make `owner` the holder of the free `lock` for `lease` ms (a decimal string, as the script got it)
--- under fencing token `token`; `mark` (optional) is set on the lock to `value` ('1' when absent):
--- '#w' (exclusive mode: managers may be waiting for it) or '#f' (a fair lock, whose value names
--- the wait it was granted to: exclusive requests are refused while it is held, and a grant is
--- bound to its wait).
-local function take(lock, owner, lease, token, mark, value)
-  if mark then
-    redis.call('HSET', lock, owner, '1', '#t', int(token), mark, value or '1')
-  else
-    redis.call('HSET', lock, owner, '1', '#t', int(token))
-  end
+-- under fencing token `token`, with the marks that follow as field-value pairs (strings): '#w'
+-- (requests may wait for it: its release looks at the fair queue and the waiting managers) and
+-- '#f' (a fair lock, whose value names the wait it was granted to, or '1': a grant is bound to its
+-- wait).
+local function take(lock, owner, lease, token, ...)
+  redis.call('HSET', lock, owner, '1', '#t', int(token), ...)
   redis.call('PEXPIRE', lock, lease)
   return token
 end
@@ -107,6 +103,19 @@ local function notify_next(waiters, prefix, lock, skip)
     if head[1] ~= skip and redis.call('PUBLISH', prefix .. head[1], lock) > 0 then
       return
     end
+  end
+end
+
+-- Wake every manager recorded as waiting for `lock` in exclusive mode, and forget them all: the
+-- lock is being taken or queued for in fair mode, whose releases grant it to the queue and tell no
+-- recorded manager. Each woken request finds the fair state and joins the queue.
+local function wake_recorded(waiters, prefix, lock)
+  local managers = redis.call('ZRANGE', waiters, 0, -1)
+  for _, manager in ipairs(managers) do
+    redis.call('PUBLISH', prefix .. manager, lock)
+  end
+  if #managers > 0 then
+    redis.call('DEL', waiters)
   end
 end
 
@@ -187,7 +196,7 @@ local function grant_next(lock, q, fence, prefix, claim_ms, caller)
     if redis.call('DEL', heartbeat_key(lock, head)) == 1 then
       if head == caller then
         -- the caller learns of it from its script's answer: no wait is named
-        take(lock, owner_of(head), claim_ms, next_token(fence), '#f')
+        take(lock, owner_of(head), claim_ms, next_token(fence), '#f', '1')
         return head
       end
       local token = take(lock, owner_of(head), claim_ms, next_token(fence), '#f', head)

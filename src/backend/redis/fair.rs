@@ -2,9 +2,8 @@
 //! that keep live waiters queued and let dead ones be evicted.
 
 use super::{flag, names, server_ms, slot_hint, RedisBackend, ScriptCall};
-use crate::backend::{AcquireRequest, Attempt, LockParty, Released};
+use crate::backend::{AcquireRequest, Attempt, LockParty};
 use crate::error::BoxError;
-use crate::ids::OwnerId;
 use crate::waiters::LockId;
 
 impl RedisBackend {
@@ -29,26 +28,6 @@ impl RedisBackend {
             .invoke_within(slot_hint(req.id), &call, super::LATE_REPLY)
             .await?;
         super::attempt(answer)
-    }
-
-    pub(crate) async fn fair_release(
-        &self,
-        id: &LockId,
-        owner: &OwnerId,
-        token: Option<u64>,
-    ) -> Result<Released, BoxError> {
-        let mut call = ScriptCall::new(&self.scripts.fair_release, 3);
-        call.key(&**id)
-            .key(names::queue(id))
-            .key(names::fence(id))
-            .arg(&**owner)
-            .arg(&*self.channels.prefix(id))
-            .arg(server_ms(self.eviction));
-        if let Some(token) = token {
-            call.arg(token);
-        }
-        let left: i64 = self.invoke(slot_hint(id), &call).await?;
-        Ok(super::released(left))
     }
 
     /// `waiter` left the queue of `id`; a grant made to it (the lock's `#f` names it) was never

@@ -1,25 +1,24 @@
--- Take a fair lock, or join its FIFO queue.
+-- Take a fair lock, or join its FIFO queue. A lock held in exclusive mode is waited for in the
+-- same queue: its release grants it to the head. Managers recorded as waiting in exclusive mode
+-- are woken, and queue too.
 -- KEYS: lock hash, queue, this waiter's heartbeat key, fencing counter, waiting managers
 --       (exclusive mode)
 -- ARGV: owner, lease ms, will wait ('1'/'0'), already queued ('1'/'0'), eviction ms (heartbeat
 --       deadline and claim lease), inbox channel prefix, this request's waiter ('<owner>|<n>')
 -- Returns the fencing token (> 0) when acquired; when busy, -1 - the lock's remaining lease in ms;
 -- when the lock is held or waited for in another family of modes (they are not mixed on one
--- lock), that family's name: 'exclusive' (held, or free while exclusive requests wait for it),
--- 'read/write' or 'semaphore'.
+-- lock), that family's name: 'read/write' or 'semaphore'.
 local lock, q, heartbeat, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, lease = ARGV[1], ARGV[2]
 local will_wait, queued = ARGV[3] == '1', ARGV[4] == '1'
 local eviction, prefix, waiter = ARGV[5], ARGV[6], ARGV[7]
 
-local holds, token, _, fair, shared = lock_state(lock, owner)
+local holds, token, marked, fair, shared = lock_state(lock, owner)
 if shared then
   return shared_family(shared)
-elseif token and not fair then
-  return 'exclusive'
 end
 if holds then
-  if queued and fair ~= '1' and owner_of(fair) == owner then
+  if queued and fair and fair ~= '1' and owner_of(fair) == owner then
     -- A grant whose message we have not received (or one made to an earlier wait of this owner
     -- that left without using it): it is ours, not a re-entry. It gets a new token and no longer
     -- names a wait, so that neither the message, should it still come, nor the earlier wait's
@@ -39,9 +38,7 @@ if holds then
 end
 
 if not token then
-  if redis.call('EXISTS', KEYS[5]) == 1 then
-    return 'exclusive'
-  end
+  wake_recorded(KEYS[5], prefix, lock)
   local head = redis.call('LINDEX', q, '0')
   local ours = not head or head == waiter
   if not ours then
@@ -63,12 +60,19 @@ if not token then
     end
     redis.call('DEL', heartbeat)
     -- taken by the request itself, which learns of it from the answer: no wait is named
-    return take(lock, owner, lease, next_token(fence), '#f')
+    return take(lock, owner, lease, next_token(fence), '#f', '1')
   end
 end
 
 if will_wait then
   join_queue(q, heartbeat, waiter, eviction, queued)
+  if not fair then
+    -- held in exclusive mode: its release must look at the queue
+    if not marked then
+      redis.call('HSET', lock, '#w', '1')
+    end
+    wake_recorded(KEYS[5], prefix, lock)
+  end
 end
 local ttl = redis.call('PTTL', lock)
 if ttl < 0 then

@@ -291,19 +291,22 @@ impl RedisBackend {
         attempt(answer)
     }
 
-    /// Release one hold of `owner`; with `token`, only a hold made under it (the argument is left
-    /// out otherwise: each one costs Redis time).
+    /// Release one hold of `owner` of an exclusive or fair lock; with `token`, only a hold made
+    /// under it (the argument is left out otherwise: each one costs Redis time).
     pub(crate) async fn release(
         &self,
         id: &LockId,
         owner: &OwnerId,
         token: Option<u64>,
     ) -> Result<Released, BoxError> {
-        let mut call = ScriptCall::new(&self.scripts.release, 2);
+        let mut call = ScriptCall::new(&self.scripts.release, 4);
         call.key(&**id)
             .key(names::waiters(id))
+            .key(names::queue(id))
+            .key(names::fence(id))
             .arg(&**owner)
-            .arg(&*self.channels.prefix(id));
+            .arg(&*self.channels.prefix(id))
+            .arg(server_ms(self.eviction));
         if let Some(token) = token {
             call.arg(token);
         }

@@ -17,7 +17,6 @@ const RELEASE_BODY: &str = include_str!("release.lua");
 const RENEW_BODY: &str = include_str!("renew.lua");
 const ABANDON_BODY: &str = include_str!("abandon.lua");
 const FAIR_ACQUIRE_BODY: &str = include_str!("fair_acquire.lua");
-const FAIR_RELEASE_BODY: &str = include_str!("fair_release.lua");
 const FAIR_ABANDON_BODY: &str = include_str!("fair_abandon.lua");
 const HEARTBEAT_BODY: &str = include_str!("heartbeat.lua");
 const SHARED_ACQUIRE_BODY: &str = include_str!("shared_acquire.lua");
@@ -79,7 +78,8 @@ pub(crate) fn assemble(body: &str) -> String {
 pub(crate) struct Scripts {
     /// Take an exclusive lock or record the waiting manager.
     pub(crate) acquire: Script,
-    /// Release one hold; tell one waiting manager when the lock frees.
+    /// Release one hold of an exclusive or fair lock; when it frees, grant it to the next fair
+    /// waiter, or else tell one waiting manager.
     pub(crate) release: Script,
     /// Renew a batch of leases.
     pub(crate) renew: Script,
@@ -87,8 +87,6 @@ pub(crate) struct Scripts {
     pub(crate) abandon: Script,
     /// Take a fair lock or join its queue.
     pub(crate) fair_acquire: Script,
-    /// Release one hold of a fair lock; grant it to the next waiter when it frees.
-    pub(crate) fair_release: Script,
     /// Leave a fair queue; pass on a grant that raced with leaving.
     pub(crate) fair_abandon: Script,
     /// Renew the heartbeats of a batch of queued waiters.
@@ -112,7 +110,6 @@ impl Scripts {
             RENEW_BODY,
             ABANDON_BODY,
             FAIR_ACQUIRE_BODY,
-            FAIR_RELEASE_BODY,
             FAIR_ABANDON_BODY,
             HEARTBEAT_BODY,
             SHARED_ACQUIRE_BODY,
@@ -127,12 +124,11 @@ impl Scripts {
             renew: script(2),
             abandon: script(3),
             fair_acquire: script(4),
-            fair_release: script(5),
-            fair_abandon: script(6),
-            heartbeat: script(7),
-            shared_acquire: script(8),
-            shared_release: script(9),
-            shared_abandon: script(10),
+            fair_abandon: script(5),
+            heartbeat: script(6),
+            shared_acquire: script(7),
+            shared_release: script(8),
+            shared_abandon: script(9),
             sources,
         }
     }
@@ -193,24 +189,19 @@ mod tests {
     fn a_script_carries_the_helpers_it_uses_and_theirs_only() {
         assert_eq!(
             helpers_of(RELEASE_BODY),
-            ["notify_next"],
-            "the exclusive release"
-        );
-        assert_eq!(
-            helpers_of(FAIR_RELEASE_BODY),
             [
                 "now_us",
                 "int",
                 "next_token",
                 "take",
                 "manager_of",
-                "drop_hold",
+                "notify_next",
                 "heartbeat_key",
                 "owner_of",
                 "MAX_SKIPPED",
                 "grant_next"
             ],
-            "the fair release, through grant_next"
+            "the release, through grant_next"
         );
         assert!(helpers_of(ACQUIRE_BODY).contains(&"now_us".to_owned()));
         assert!(!helpers_of(ACQUIRE_BODY).contains(&"grant_next".to_owned()));
