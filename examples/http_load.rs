@@ -13,7 +13,8 @@
 //! no lock (to show the updates it loses). Two `wrk -t1 -c32` load the two replicas at once, over
 //! accounts drawn uniformly from K; afterwards the example sums the balances and compares them with
 //! the deposits the service answered 200 (it counts them in Redis, in the pipeline of its write),
-//! and prints Redis's CPU time per request (`INFO cpu` before and after the load).
+//! and prints the CPU time per request of Redis (`INFO cpu` before and after the load) and of the two
+//! replica processes (`/proc/<pid>/stat`).
 //! Needs `wrk` (`apt-get install wrk`) and `redis-server`.
 
 #[path = "../tests/support/mod.rs"]
@@ -59,16 +60,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         env("HTTP_LOAD_HOLD_MS", 1)
     );
     println!(
-        "{:>4} {:<16} {:>9} {:>9} {:>9} {:>10} {:>12}",
-        "K", "variant", "req/s", "p99 ms", "non-2xx", "lost", "Redis/req"
+        "{:>4} {:<16} {:>9} {:>9} {:>9} {:>10} {:>12} {:>14}",
+        "K", "variant", "req/s", "p99 ms", "non-2xx", "lost", "Redis/req", "replicas/req"
     );
     for keys in key_counts {
         for run in 1..=2 {
             for variant in VARIANTS {
                 let r = measure(&server, variant, keys, secs).await?;
                 println!(
-                    "{keys:>4} {variant:<16} {:>9.0} {:>9.1} {:>9} {:>10} {:>10.1}µs  (run {run})",
-                    r.rate, r.p99_ms, r.failed, r.lost, r.redis_us
+                    "{keys:>4} {variant:<16} {:>9.0} {:>9.1} {:>9} {:>10} {:>10.1}µs {:>12.1}µs  (run {run})",
+                    r.rate, r.p99_ms, r.failed, r.lost, r.redis_us, r.replicas_us
                 );
             }
         }
@@ -85,6 +86,8 @@ struct Outcome {
     lost: i64,
     /// Redis's CPU time (user + system) per request wrk counted, in µs.
     redis_us: f64,
+    /// The replica processes' CPU time (user + system) per request, in µs.
+    replicas_us: f64,
 }
 
 async fn measure(
@@ -119,6 +122,7 @@ async fn measure(
         ),
     )?;
     let cpu_before = redis_cpu(server);
+    let replicas_before: f64 = replicas.iter().map(process_cpu).sum();
     let loads: Vec<Child> = ports
         .iter()
         .map(|port| {
@@ -145,6 +149,7 @@ async fn measure(
         p99_us = p99_us.max(fields[2]);
     }
     let redis_cpu_used = redis_cpu(server) - cpu_before;
+    let replicas_cpu_used = replicas.iter().map(process_cpu).sum::<f64>() - replicas_before;
     // let requests still in flight when wrk stopped finish before reading the balances
     tokio::time::sleep(Duration::from_millis(500)).await;
     for mut replica in replicas {
@@ -164,6 +169,7 @@ async fn measure(
         failed,
         lost: served - total,
         redis_us: redis_cpu_used * 1e6 / requests.max(1) as f64,
+        replicas_us: replicas_cpu_used * 1e6 / requests.max(1) as f64,
     })
 }
 
@@ -174,6 +180,24 @@ fn redis_cpu(server: &support::RedisServer) -> f64 {
         .filter(|(field, _)| matches!(*field, "used_cpu_user" | "used_cpu_sys"))
         .filter_map(|(_, value)| value.trim().parse::<f64>().ok())
         .sum()
+}
+
+/// The CPU time a child process has used, in seconds (`utime` + `stime` of `/proc/<pid>/stat`, in
+/// clock ticks of 1/100 s); 0 where there is no such file.
+fn process_cpu(child: &Child) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
+    // the fields after the command name, which is in parentheses and may hold spaces
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are the 14th and 15th fields: the 12th and 13th after the name
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 async fn wait_for_port(port: u16) {

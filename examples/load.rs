@@ -112,14 +112,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    scenarios.push(Scenario {
-        name: "spread exclusive tasks=256 keys=1000 hold=0ms".into(),
-        tasks: 256,
-        keys: 1000,
-        hold: Duration::ZERO,
-        opts: LockOptions::exclusive(),
-        writer: false,
-    });
+    for (mode, opts) in [
+        ("exclusive", LockOptions::exclusive()),
+        ("fair", LockOptions::fair()),
+    ] {
+        scenarios.push(Scenario {
+            name: format!("spread {mode} tasks=256 keys=1000 hold=0ms"),
+            tasks: 256,
+            keys: 1000,
+            hold: Duration::ZERO,
+            opts,
+            writer: false,
+        });
+        // 64 tasks over 100,000 keys: a lock is almost never busy, so this measures the cost of
+        // an uncontended acquire and release alone
+        scenarios.push(Scenario {
+            name: format!("uncontended {mode} tasks=64 keys=100000 hold=0ms"),
+            tasks: 64,
+            keys: 100_000,
+            hold: Duration::ZERO,
+            opts,
+            writer: false,
+        });
+    }
     for (name, opts, writer) in [
         ("hot read", LockOptions::read(), false),
         ("hot read+write", LockOptions::read(), true),

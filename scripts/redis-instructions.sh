@@ -43,7 +43,7 @@ sleep 1
 dump=$(ls -t "$dir"/cg.out.* | head -1)
 instructions=$(sed -n 's/^summary: //p' "$dump")
 # acquisitions/s is the column after the scenario's name, whose words contain no digits-only field
-acquisitions=$(awk -v secs="$secs" '$1 == "hot" || $1 == "spread" { for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) { n += $i * secs; break } } END { printf "%d", n }' "$dir/load.out")
+acquisitions=$(awk -v secs="$secs" '$1 == "hot" || $1 == "spread" || $1 == "uncontended" { for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) { n += $i * secs; break } } END { printf "%d", n }' "$dir/load.out")
 scripts=$(calls evalsha)
 echo "redis-server: $instructions instructions, $acquisitions acquisitions, $scripts script calls"
 echo "per acquisition: $((instructions / acquisitions)) instructions," \

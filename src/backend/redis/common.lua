@@ -194,12 +194,13 @@ local function grant_next(lock, q, fence, prefix, claim_ms, caller)
     end
     -- deleting the heartbeat key tells whether the waiter was alive, and clears it
     if redis.call('DEL', heartbeat_key(lock, head)) == 1 then
+      -- waiters may remain behind the head: the new holder's release looks at the queue
       if head == caller then
         -- the caller learns of it from its script's answer: no wait is named
-        take(lock, owner_of(head), claim_ms, next_token(fence), '#f', '1')
+        take(lock, owner_of(head), claim_ms, next_token(fence), '#f', '1', '#w', '1')
         return head
       end
-      local token = take(lock, owner_of(head), claim_ms, next_token(fence), '#f', head)
+      local token = take(lock, owner_of(head), claim_ms, next_token(fence), '#f', head, '#w', '1')
       local grant = 'g|' .. lock .. '|' .. head .. '|' .. int(token)
       if redis.call('PUBLISH', prefix .. manager_of(head), grant) > 0 then
         return head

@@ -38,6 +38,13 @@ if holds then
 end
 
 if not token then
+  if redis.call('EXISTS', q, KEYS[5]) == 0 then
+    -- free, and nobody waits for it: the common case
+    if queued then
+      redis.call('DEL', heartbeat)
+    end
+    return take(lock, owner, lease, next_token(fence), '#f', '1')
+  end
   wake_recorded(KEYS[5], prefix, lock)
   local head = redis.call('LINDEX', q, '0')
   local ours = not head or head == waiter
@@ -55,22 +62,25 @@ if not token then
     end
   end
   if ours then
-    if head then
-      redis.call('LPOP', q)
-    end
     redis.call('DEL', heartbeat)
     -- taken by the request itself, which learns of it from the answer: no wait is named
+    if head then
+      -- waiters may remain behind us: our release looks at the queue
+      redis.call('LPOP', q)
+      return take(lock, owner, lease, next_token(fence), '#f', '1', '#w', '1')
+    end
     return take(lock, owner, lease, next_token(fence), '#f', '1')
   end
 end
 
 if will_wait then
   join_queue(q, heartbeat, waiter, eviction, queued)
+  -- the holder's release must look at the queue
+  if not marked then
+    redis.call('HSET', lock, '#w', '1')
+  end
   if not fair then
-    -- held in exclusive mode: its release must look at the queue
-    if not marked then
-      redis.call('HSET', lock, '#w', '1')
-    end
+    -- held in exclusive mode: managers may wait for it in that mode
     wake_recorded(KEYS[5], prefix, lock)
   end
 end

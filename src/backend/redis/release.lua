@@ -1,7 +1,7 @@
 -- Release one hold of an exclusive or fair lock. When the last hold goes, the lock is granted to
 -- the first live waiter of its fair queue; if there is none, one manager waiting in exclusive mode
--- is told. Only a lock marked '#w' (a manager or a fair request may wait for it) or '#f' (held in
--- fair mode) looks at its waiters.
+-- is told. Only a lock marked '#w' (a manager or a fair request may wait for it) looks at its
+-- waiters: every way of waiting for a lock marks it.
 -- KEYS: lock hash, waiting managers, the lock's fair queue, fencing counter
 -- ARGV: owner, inbox channel prefix, claim lease ms, [fencing token of the hold (absent: any hold
 --       of the owner)]
@@ -10,12 +10,12 @@
 local lock, waiters, owner, token = KEYS[1], KEYS[2], ARGV[1], ARGV[4]
 local state
 if token then
-  state = redis.call('HMGET', lock, owner, '#w', '#f', '#t')
-  if state[4] ~= token then
+  state = redis.call('HMGET', lock, owner, '#w', '#t')
+  if state[3] ~= token then
     return -1
   end
 else
-  state = redis.call('HMGET', lock, owner, '#w', '#f')
+  state = redis.call('HMGET', lock, owner, '#w')
 end
 local holds = state[1]
 if not holds then
@@ -26,7 +26,7 @@ if holds ~= '1' then
   return redis.call('HINCRBY', lock, owner, '-1')
 end
 redis.call('DEL', lock)
-if (state[2] or state[3]) and not grant_next(lock, KEYS[3], KEYS[4], ARGV[2], ARGV[3]) and state[2] then
+if state[2] and not grant_next(lock, KEYS[3], KEYS[4], ARGV[2], ARGV[3]) then
   notify_next(waiters, ARGV[2], lock)
 end
 return 0

@@ -1,8 +1,8 @@
 //! The Lua scripts. Each state change is one script call: EVALSHA, reloaded on NOSCRIPT by
-//! `redis::Script`. Each script is its body after the helpers of `common.lua` it uses: Redis runs a
+//! `redis::Script`. Each script is its body with the helpers of `common.lua` it uses: Redis runs a
 //! script's top level on every call, re-creating each helper defined there, so a script carries
-//! only the helpers it needs. The pool loads them all when it opens a connection, so that no
-//! hand-off or heartbeat pays a NOSCRIPT round trip.
+//! only the helpers it needs, each defined where its first user needs it. The pool loads them all
+//! when it opens a connection, so that no hand-off or heartbeat pays a NOSCRIPT round trip.
 
 use std::sync::LazyLock;
 
@@ -45,33 +45,74 @@ fn defined_name(paragraph: &str) -> Option<&str> {
     })
 }
 
-/// `body` after the helpers it uses, directly or through other helpers, in their order in
-/// `common.lua` (a helper only uses those defined before it).
+/// `body` with the helpers it uses, directly or through other helpers, each defined just before
+/// the first top-level statement of `body` that needs it, in their order in `common.lua` (a
+/// helper only uses those defined before it). A script that returns early (a free lock, a
+/// release nobody waits for) then never creates the helpers of its other paths.
 pub(crate) fn assemble(body: &str) -> String {
     let helpers: Vec<(&str, &str)> = HELPERS
         .split("\n\n")
         .filter_map(|paragraph| Some((defined_name(paragraph)?, paragraph)))
         .collect();
+    let mut defined = vec![false; helpers.len()];
+    let mut source = String::new();
+    for statement in top_level_statements(body) {
+        let needed = needed_helpers(&helpers, statement);
+        for (i, (_, text)) in helpers.iter().enumerate() {
+            if needed[i] && !defined[i] {
+                defined[i] = true;
+                if !source.is_empty() && !source.ends_with("\n\n") {
+                    source.push('\n');
+                }
+                source.push_str(text.trim_end());
+                source.push_str("\n\n");
+            }
+        }
+        source.push_str(statement);
+    }
+    source
+}
+
+/// Which of `helpers` `text` uses, directly or through other helpers.
+fn needed_helpers(helpers: &[(&str, &str)], text: &str) -> Vec<bool> {
     let mut needed = vec![false; helpers.len()];
     // Later helpers only use earlier ones: one pass from the last to the first finds them all.
     for i in (0..helpers.len()).rev() {
         let (name, _) = helpers[i];
-        needed[i] = uses(body, name)
+        needed[i] = uses(text, name)
             || helpers
                 .iter()
                 .zip(&needed)
                 .skip(i + 1)
-                .any(|((_, text), &used)| used && uses(text, name));
+                .any(|((_, helper), &used)| used && uses(helper, name));
     }
-    let mut source = String::new();
-    for ((_, text), used) in helpers.iter().zip(needed) {
-        if used {
-            source.push_str(text.trim_end());
-            source.push_str("\n\n");
+    needed
+}
+
+/// `body` cut before each top-level statement (a line that starts in the first column, but not a
+/// comment, nor `end`, `else` or `elseif` of a block), with the comment lines above a statement
+/// kept with it. The pieces joined are `body`.
+fn top_level_statements(body: &str) -> Vec<&str> {
+    let continues = ["--", "end", "else", "elseif", "until", ")", "}"];
+    let mut cuts = vec![0];
+    let mut comment_start = None;
+    let mut at = 0;
+    for line in body.split_inclusive('\n') {
+        let starts_statement = line.starts_with(|c: char| c.is_ascii_alphabetic())
+            && !continues.iter().any(|word| line.starts_with(word));
+        if line.starts_with("--") {
+            comment_start.get_or_insert(at);
+        } else if starts_statement {
+            cuts.push(comment_start.unwrap_or(at));
+            comment_start = None;
+        } else if !line.trim().is_empty() {
+            comment_start = None;
         }
+        at += line.len();
     }
-    source.push_str(body);
-    source
+    cuts.push(body.len());
+    cuts.dedup();
+    cuts.windows(2).map(|w| &body[w[0]..w[1]]).collect()
 }
 
 /// The scripts of one backend, each a body and the helpers it uses.
@@ -216,6 +257,27 @@ mod tests {
         let released = &SHARDED.sources[1];
         assert!(released.contains("redis.call('SPUBLISH'"), "{released}");
         assert!(STANDALONE.sources[1].contains("redis.call('PUBLISH'"));
+    }
+
+    #[test]
+    fn a_helper_is_defined_where_its_first_user_needs_it() {
+        let release = assemble(RELEASE_BODY);
+        let freed = release
+            .find("redis.call('DEL', lock)")
+            .expect("the release deletes");
+        let first_helper = release.find("local function").expect("helpers");
+        assert!(freed < first_helper, "{release}");
+        // the pieces of a body are the body, each starting at a statement or its comments
+        let statements = top_level_statements(RELEASE_BODY);
+        assert_eq!(statements.concat(), RELEASE_BODY);
+        assert!(statements[0].starts_with("-- Release one hold"));
+        assert!(statements.iter().skip(1).all(|s| !s.starts_with("end")));
+        assert!(
+            statements
+                .iter()
+                .any(|s| s.starts_with("-- holds are whole numbers") && s.contains("if holds ~=")),
+            "a comment goes with the statement below it: {statements:?}"
+        );
     }
 
     #[test]
