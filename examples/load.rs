@@ -8,8 +8,12 @@
 //! LOAD_POOL=4 cargo run --release --example load -- spread  # 4 connections per manager
 //! ```
 //!
-//! Tasks are split over two managers (two replicas). Each loops acquire -> hold H -> release.
-//! Reported: acquisitions/s, per-task counts (min/max and Jain's fairness index), acquire wait
+//! Tasks are split over two managers (two replicas; one where the name says `managers=1`). Each
+//! loops acquire -> hold H -> release. Exclusive locks are handed on in memory between the tasks of
+//! one manager (lock cohorting, the default); `exclusive-uncohorted` runs the same on managers
+//! built with `local_handoffs(0)`, so that one invocation compares the two.
+//! Reported: acquisitions/s, per-task counts (min/max and Jain's fairness index), the first
+//! manager's share of the acquisitions, acquire wait
 //! p50/p99, the hold time H really took (measured from acquire returning to release being called;
 //! the task waits H on a timerfd, as a handler waits for a database reply: idle, woken by an I/O
 //! event, to the microsecond, where a tokio sleep would last 1-2 ms), the share of time the lock
@@ -44,6 +48,10 @@ struct Scenario {
     opts: LockOptions,
     /// One more task takes a write hold of the key every 10 ms.
     writer: bool,
+    /// The tasks are spread over this many managers (1 or 2).
+    managers: usize,
+    /// The managers hand exclusive locks on in memory (lock cohorting, the default).
+    cohorts: bool,
 }
 
 #[tokio::main]
@@ -73,20 +81,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             // LOAD_POOL: connections per manager, for comparing pool sizes (the builder's default
             // otherwise)
             let pool = std::env::var("LOAD_POOL").ok().and_then(|s| s.parse().ok());
-            let manager = || async {
-                let builder = LockManager::builder().redis(url.clone());
-                match pool {
-                    Some(size) => builder.pool_size(size),
-                    None => builder,
+            let manager = |handoffs: Option<u32>| {
+                let mut builder = LockManager::builder().redis(url.clone());
+                if let Some(size) = pool {
+                    builder = builder.pool_size(size);
                 }
-                .build()
-                .await
+                if let Some(handoffs) = handoffs {
+                    builder = builder.local_handoffs(handoffs);
+                }
+                builder.build()
             };
-            [manager().await?, manager().await?]
+            // the default (cohorting on), and the same without cohorting
+            [
+                [manager(None).await?, manager(None).await?],
+                [manager(Some(0)).await?, manager(Some(0)).await?],
+            ]
         }
         None => {
             let m = LockManager::memory();
-            [m.clone(), m]
+            [[m.clone(), m.clone()], [m.clone(), m]]
         }
     };
     let rtt = match &url {
@@ -95,22 +108,30 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     let mut scenarios = Vec::new();
-    for (mode, opts) in [
-        ("fair", LockOptions::fair()),
-        ("exclusive", LockOptions::exclusive()),
+    let hot = |name: String, tasks, hold_ms, opts, managers, cohorts| Scenario {
+        name,
+        tasks,
+        keys: 1,
+        hold: Duration::from_millis(hold_ms),
+        opts,
+        writer: false,
+        managers,
+        cohorts,
+    };
+    for (mode, opts, cohorts) in [
+        ("fair", LockOptions::fair(), true),
+        ("exclusive", LockOptions::exclusive(), true),
+        ("exclusive-uncohorted", LockOptions::exclusive(), false),
     ] {
         for tasks in [8, 64] {
             for hold_ms in [0, 1] {
-                scenarios.push(Scenario {
-                    name: format!("hot {mode} tasks={tasks} hold={hold_ms}ms"),
-                    tasks,
-                    keys: 1,
-                    hold: Duration::from_millis(hold_ms),
-                    opts,
-                    writer: false,
-                });
+                let name = format!("hot {mode} tasks={tasks} hold={hold_ms}ms");
+                scenarios.push(hot(name, tasks, hold_ms, opts, 2, cohorts));
             }
         }
+        // one process: its 64 tasks share one memory
+        let name = format!("hot {mode} tasks=64 hold=0ms managers=1");
+        scenarios.push(hot(name, 64, 0, opts, 1, cohorts));
     }
     for (mode, opts) in [
         ("exclusive", LockOptions::exclusive()),
@@ -123,6 +144,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             hold: Duration::ZERO,
             opts,
             writer: false,
+            managers: 2,
+            cohorts: true,
         });
         // 64 tasks over 100,000 keys: a lock is almost never busy, so this measures the cost of
         // an uncontended acquire and release alone
@@ -133,6 +156,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             hold: Duration::ZERO,
             opts,
             writer: false,
+            managers: 2,
+            cohorts: true,
         });
     }
     for (name, opts, writer) in [
@@ -147,21 +172,24 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             hold: Duration::from_millis(1),
             opts,
             writer,
+            managers: 2,
+            cohorts: true,
         });
     }
 
     let backend = if memory { "memory" } else { "redis" };
-    println!("tower-lock load, {backend} backend, {secs} s per scenario, 2 managers");
+    println!("tower-lock load, {backend} backend, {secs} s per scenario, 2 managers unless named");
     if let Some(rtt) = rtt {
         println!("PING round trip (median of 1000): {rtt:.1?}");
     }
     println!(
-        "{:<46} {:>9} {:>7} {:>7} {:>6} {:>10} {:>10} {:>9} {:>6} {:>9} {:>6} {:>9} {:>10} {:>10}",
+        "{:<52} {:>9} {:>7} {:>7} {:>6} {:>6} {:>10} {:>10} {:>9} {:>6} {:>9} {:>6} {:>9} {:>10} {:>10}",
         "scenario",
         "acq/s",
         "min",
         "max",
         "Jain",
+        "share",
         "wait p50",
         "wait p99",
         "hold",
@@ -178,8 +206,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let cpu_before = redis_cpu(url.as_deref()).await;
         let client_before = client_cpu();
-        let writer = s.writer.then(|| write_every_10ms(managers[1].clone()));
-        let r = run(&managers, &s, run_for).await;
+        let pair = &managers[usize::from(!s.cohorts)];
+        let writer = s.writer.then(|| write_every_10ms(pair[1].clone()));
+        let r = run(pair, &s, run_for).await;
         let writes = match writer {
             Some((stop, task)) => {
                 stop.store(true, Ordering::Relaxed);
@@ -221,12 +250,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ),
         };
         println!(
-            "{:<46} {:>9.0} {:>7} {:>7} {:>6.3} {:>10.1?} {:>10.1?} {:>9} {:>6} {:>9} {:>6} {:>9} {:>10} {:>10}",
+            "{:<52} {:>9.0} {:>7} {:>7} {:>6.3} {:>6} {:>10.1?} {:>10.1?} {:>9} {:>6} {:>9} {:>6} {:>9} {:>10} {:>10}",
             s.name,
             rate,
             r.min,
             r.max,
             r.jain,
+            r.share.map_or("-".to_owned(), |share| format!("{:.0}%", share * 100.0)),
             r.p50,
             r.p99,
             format!("{:.1}µs", r.hold.as_secs_f64() * 1e6),
@@ -264,6 +294,8 @@ struct Outcome {
     /// One hot key: the time from a holder calling release to the next acquire returning, median
     /// and p99.
     hand_off: Option<(Duration, Duration)>,
+    /// The first manager's share of the acquisitions (two managers).
+    share: Option<f64>,
 }
 
 async fn run(managers: &[LockManager; 2], s: &Scenario, run_for: Duration) -> Outcome {
@@ -273,7 +305,7 @@ async fn run(managers: &[LockManager; 2], s: &Scenario, run_for: Duration) -> Ou
     let released = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for t in 0..s.tasks {
-        let m = managers[t % 2].clone();
+        let m = managers[t % s.managers].clone();
         let (stop, opts, hold, keys) = (stop.clone(), s.opts, s.hold, s.keys);
         let released = released.clone();
         tasks.push(tokio::spawn(async move {
@@ -311,11 +343,13 @@ async fn run(managers: &[LockManager; 2], s: &Scenario, run_for: Duration) -> Ou
     tokio::time::sleep(run_for).await;
     stop.store(true, Ordering::Relaxed);
     let mut counts = Vec::new();
+    let mut by_manager = [0u64; 2];
     let mut waits = Vec::new();
     let mut held = Duration::ZERO;
     let mut hand_offs = Vec::new();
     for t in tasks {
         let (w, h, o) = t.await.expect("task");
+        by_manager[counts.len() % s.managers] += w.len() as u64;
         counts.push(w.len() as u64);
         waits.extend(w);
         held += h;
@@ -339,6 +373,7 @@ async fn run(managers: &[LockManager; 2], s: &Scenario, run_for: Duration) -> Ou
         p50: pick(0.50).copied().unwrap_or_default(),
         p99: pick(0.99).copied().unwrap_or_default(),
         hold: held / (waits.len().max(1) as u32),
+        share: (s.managers == 2 && sum > 0.0).then(|| by_manager[0] as f64 / sum),
         hand_off: hand_offs.get(hand_offs.len() / 2).map(|&median| {
             let p99 = hand_offs[(hand_offs.len() * 99 / 100).min(hand_offs.len() - 1)];
             (median, p99)

@@ -16,7 +16,9 @@ pub enum Mode {
     /// request that finds the lock busy again after a wake-up has lost a race, and queues in fair
     /// order (except on a quorum, which has no fair queue). So does a request that finds fair
     /// requests queued, or the lock held in fair mode: exclusive and fair requests share one
-    /// lock. Use [`Mode::Fair`] when order always matters.
+    /// lock. Use [`Mode::Fair`] when order always matters. On Redis, the requests of one process
+    /// hand the lock to each other in memory, a few times in a row, before it goes back to Redis
+    /// (lock cohorting: see [`LockManagerBuilder::local_handoffs`](crate::LockManagerBuilder::local_handoffs)).
     #[default]
     Exclusive,
     /// Reentrant fair lock: waiters acquire in the order they arrived at the backend. A lock held

@@ -62,7 +62,30 @@ impl Shared {
             return Err(LockError::Closed);
         };
         self.start();
-        let mut acquisition = Acquisition::new(self, key, &lock_key, opts, owner);
+        if matches!(opts.mode_value(), Mode::Exclusive | Mode::Fair) {
+            let id = self.backend.lock_id(&lock_key);
+            if let Some(guard) = self.reenter_cohort(&id, owner, opts) {
+                return Ok(Some(guard));
+            }
+            // an owner holding the lock in the backend itself re-enters it there
+            if self.cohorted(opts) && !self.live.holds_directly(&id, owner) {
+                return (self.acquire_in_cohort(key, &lock_key, opts, owner, wait)).await;
+            }
+        }
+        self.acquire_in_backend(key, &lock_key, opts, owner, wait)
+            .await
+    }
+
+    /// Acquire `key` for `owner` in the backend itself.
+    pub(super) async fn acquire_in_backend(
+        self: &Arc<Self>,
+        key: &str,
+        lock_key: &LockKey,
+        opts: &LockOptions,
+        owner: &OwnerId,
+        wait: bool,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let mut acquisition = Acquisition::new(self, key, lock_key, opts, owner);
         if wait {
             acquisition.join_waiters().await?;
         }
@@ -357,6 +380,7 @@ impl<'a> Acquisition<'a> {
             watched: self.watched,
             lost: lost.clone(),
             mode: self.mode,
+            local_owner: None,
         });
         let held = Releaser {
             shared: self.shared.clone(),

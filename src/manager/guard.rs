@@ -108,6 +108,11 @@ impl LockGuard {
         self.info.clone()
     }
 
+    /// The number of this guard's hold among the manager's live holds.
+    pub(crate) fn hold_number(&self) -> Option<u64> {
+        self.held.as_ref().map(|held| held.number)
+    }
+
     /// Release the lock now (one hold of it, when re-entered). Returns [`LockError::NotHeld`] when the
     /// lease had been lost before, [`LockError::Unavailable`] when the backend could not be reached
     /// (the lock then frees itself when its lease ends).
@@ -142,10 +147,15 @@ impl Releaser {
             key: key.to_owned(),
         };
         let hold = self.shared.live.take(self.number).ok_or_else(not_held)?;
-        self.shared.stop_renewing(&hold);
-        let backend = self.shared.backend.clone();
-        let call = Box::pin(async move { release(&backend, &hold, lost).await });
-        match MustComplete::new(call, &self.shared.background).await {
+        let released = if hold.local_owner.is_some() {
+            self.shared.release_in_cohort(hold, lost).await
+        } else {
+            self.shared.stop_renewing(&hold);
+            let backend = self.shared.backend.clone();
+            let call = Box::pin(async move { release(&backend, &hold, lost).await });
+            MustComplete::new(call, &self.shared.background).await
+        };
+        match released {
             Ok(Released::Freed | Released::StillHeld) => {
                 tracing::debug!(key, "lock released");
                 Ok(())
@@ -160,6 +170,9 @@ impl Releaser {
         let Some(hold) = self.shared.live.take(self.number) else {
             return; // the shutdown released it
         };
+        if hold.local_owner.is_some() {
+            return self.shared.release_in_cohort_background(hold, lost);
+        }
         self.shared.stop_renewing(&hold);
         if let Backend::Memory(memory) = &*self.shared.backend {
             // No I/O: release at once, so the next request sees the lock free.

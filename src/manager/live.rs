@@ -14,7 +14,7 @@ use crate::telemetry;
 use crate::waiters::LockId;
 
 /// One hold of a lock by one owner: what releasing it needs.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Hold {
     /// The lock name, as given.
     pub(crate) key: Arc<str>,
@@ -28,17 +28,55 @@ pub(crate) struct Hold {
     /// The guard's lost signal: which watchdog lease it counts on.
     pub(crate) lost: Arc<LostSignal>,
     pub(crate) mode: Mode,
+    /// A hold of a cohort (see `cohort.rs`): the request it serves. `owner` is then the cohort's
+    /// owner in the backend, shared by the requests that hold the lock in turn.
+    pub(crate) local_owner: Option<OwnerId>,
+}
+
+impl Hold {
+    /// This hold of a cohort, held for the request of `owner`.
+    pub(crate) fn for_request(&self, owner: &OwnerId) -> Hold {
+        Hold {
+            local_owner: Some(owner.clone()),
+            ..self.clone()
+        }
+    }
 }
 
 /// The holds of the live guards, by a number of their own.
 #[derive(Debug, Default)]
 pub(crate) struct LiveHolds {
     next: AtomicU64,
-    table: Mutex<HashMap<u64, Hold>>,
+    table: Mutex<Table>,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    holds: HashMap<u64, Hold>,
+    /// How many holds each owner has of each lock in the backend itself (not through a cohort).
+    direct: HashMap<(LockId, OwnerId), u32>,
+}
+
+impl Table {
+    fn count_direct(&mut self, hold: &Hold, up: bool) {
+        if hold.local_owner.is_some() {
+            return;
+        }
+        let key = (hold.id.clone(), hold.owner.clone());
+        let count = self.direct.entry(key.clone()).or_default();
+        if up {
+            *count += 1;
+        } else {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.direct.remove(&key);
+            }
+        }
+    }
 }
 
 impl LiveHolds {
-    fn table(&self) -> MutexGuard<'_, HashMap<u64, Hold>> {
+    fn table(&self) -> MutexGuard<'_, Table> {
         // every operation leaves the table consistent before it could panic
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -46,23 +84,48 @@ impl LiveHolds {
     /// Keep `hold`; its number takes it out again.
     pub(crate) fn insert(&self, hold: Hold) -> u64 {
         let number = self.next.fetch_add(1, Ordering::Relaxed);
-        self.table().insert(number, hold);
+        let mut table = self.table();
+        table.count_direct(&hold, true);
+        table.holds.insert(number, hold);
         telemetry::hold(true);
         number
     }
 
     /// Take the hold `number` out, unless the shutdown took it first.
     pub(crate) fn take(&self, number: u64) -> Option<Hold> {
-        let hold = self.table().remove(&number);
-        if hold.is_some() {
+        let mut table = self.table();
+        let hold = table.holds.remove(&number);
+        if let Some(hold) = &hold {
+            table.count_direct(hold, false);
             telemetry::hold(false);
         }
         hold
     }
 
+    /// Whether `owner` holds `id` in the backend itself (not through a cohort): its re-entries go
+    /// there too.
+    pub(crate) fn holds_directly(&self, id: &LockId, owner: &OwnerId) -> bool {
+        let table = self.table();
+        table.direct.contains_key(&(id.clone(), owner.clone()))
+    }
+
+    /// Make the hold `number` a cohort's, held for the request of `owner`; the cohort's hold in
+    /// the backend is returned.
+    pub(crate) fn adopt(&self, number: u64, owner: &OwnerId) -> Option<Hold> {
+        let mut table = self.table();
+        let hold = table.holds.get(&number)?.clone();
+        table.count_direct(&hold, false);
+        if let Some(live) = table.holds.get_mut(&number) {
+            live.local_owner = Some(owner.clone());
+        }
+        Some(hold)
+    }
+
     /// Take every hold out.
     pub(crate) fn take_all(&self) -> Vec<Hold> {
-        let holds: Vec<Hold> = self.table().drain().map(|(_, hold)| hold).collect();
+        let mut table = self.table();
+        table.direct.clear();
+        let holds: Vec<Hold> = table.holds.drain().map(|(_, hold)| hold).collect();
         holds.iter().for_each(|_| telemetry::hold(false));
         holds
     }

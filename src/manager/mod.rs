@@ -4,6 +4,8 @@
 mod acquire;
 mod builder;
 mod closing;
+mod cohort;
+mod cohort_requests;
 mod guard;
 mod live;
 mod outage;
@@ -26,6 +28,7 @@ pub use guard::{LockGuard, LockInfo};
 pub use owner::LockOwner;
 
 use closing::Closing;
+use cohort::{Cohorts, DEFAULT_HANDOFFS};
 use live::LiveHolds;
 use outage::Outage;
 use watchdog_task::WatchdogTask;
@@ -75,6 +78,8 @@ pub struct LockManager {
 pub(crate) struct Timing {
     pub(crate) lease: Duration,
     pub(crate) eviction: Duration,
+    /// Local hand-offs of a cohort in a row (see `cohort.rs`).
+    pub(crate) handoffs: u32,
 }
 
 /// What the manager, its owners and its guards share.
@@ -107,6 +112,8 @@ pub(crate) struct Shared {
     live: LiveHolds,
     /// Whether the backend is known unreachable (for logging an outage once).
     outage: Outage,
+    /// The exclusive requests of this process, by lock, in front of the backend.
+    cohorts: Arc<Cohorts>,
 }
 
 impl Shared {
@@ -150,6 +157,7 @@ impl Shared {
             closing: Closing::default(),
             live: LiveHolds::default(),
             outage: Outage::default(),
+            cohorts: Arc::new(Cohorts::new(timing.handoffs)),
         }
     }
 
@@ -170,6 +178,7 @@ impl LockManager {
         Self::memory_with(Timing {
             lease: DEFAULT_LEASE,
             eviction: DEFAULT_FAIR_EVICTION,
+            handoffs: DEFAULT_HANDOFFS,
         })
     }
 
@@ -336,7 +345,7 @@ impl LockManager {
     /// for the same lock through another request is counted once that one is done: it waits
     /// behind it, then re-enters the lock or waits in its own turn.
     pub fn waiting(&self) -> usize {
-        self.shared.waiters.len()
+        self.shared.waiters.len() + self.shared.cohorts.waiting()
     }
 
     /// Requests of this process queued for fair and shared locks right now (each heartbeat by the

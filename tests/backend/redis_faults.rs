@@ -249,11 +249,25 @@ async fn waiters_survive_a_killed_pubsub_connection() {
     );
 }
 
+/// 1,000 exclusive requests of one manager wait for 100 held locks: each waiting in Redis (lock
+/// cohorting off: 1,000 attempts), or one per lock while the others wait for their turn in memory
+/// (cohorting on: 100 attempts). Either way one pub/sub connection and no polling.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_waiters_share_one_connection_and_do_not_poll() {
+    for (handoffs, attempts) in [(0, 1000), (8, 100)] {
+        a_thousand_waiters(handoffs, attempts).await;
+    }
+}
+
+async fn a_thousand_waiters(handoffs: u32, attempts: u64) {
     let server = RedisServer::start();
     let holder = manager_with_lease(&server, Duration::from_secs(30)).await;
-    let m = manager_with_lease(&server, Duration::from_secs(30)).await;
+    let m = LockManager::builder()
+        .redis(server.url())
+        .local_handoffs(handoffs)
+        .build()
+        .await
+        .expect("manager");
     let mut held = Vec::new();
     for k in 0..100 {
         held.push(
@@ -277,14 +291,19 @@ async fn a_thousand_waiters_share_one_connection_and_do_not_poll() {
             drop(g);
         }));
     }
-    // every waiter made its one attempt (100 acquisitions + 1,000 attempts), then went quiet
+    // every waiter in Redis made its one attempt (after the 100 acquisitions), then went quiet
     assert!(
         support::eventually(Duration::from_secs(30), || {
-            server.command_calls("evalsha") >= 1100
+            server.command_calls("evalsha") >= 100 + attempts
         })
         .await
     );
-    assert_eq!(m.waiting(), 1000);
+    assert!(support::eventually(Duration::from_secs(5), || m.waiting() == 1000).await);
+    assert_eq!(
+        server.command_calls("evalsha"),
+        100 + attempts,
+        "handoffs {handoffs}"
+    );
     // both managers together: one pub/sub connection each, whatever the number of waiters
     assert_eq!(server.pubsub_clients(), 2);
     let before = server.total_commands();

@@ -7,9 +7,12 @@ use tower_lock::{LockManager, LockOptions};
 use crate::support;
 use crate::support::RedisServer;
 
+/// A manager whose re-entries go to Redis: with lock cohorting on (the default), an exclusive
+/// re-entry is made in memory and cannot fail this way (`tests/safety/cohorts.rs`).
 async fn manager(server: &RedisServer) -> LockManager {
     LockManager::builder()
         .redis(server.url())
+        .local_handoffs(0)
         .command_timeout(Duration::from_millis(300))
         .build()
         .await

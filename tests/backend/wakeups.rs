@@ -11,9 +11,12 @@ use tower_lock::{LockManager, LockOptions};
 use crate::support;
 use crate::support::RedisServer;
 
+/// A manager whose requests each wait in Redis: with lock cohorting on (the default), only one
+/// exclusive request of a process per lock does, and the others wait for their turn in memory.
 async fn manager(server: &RedisServer) -> LockManager {
     LockManager::builder()
         .redis(server.url())
+        .local_handoffs(0)
         .lease(Duration::from_secs(30))
         .build()
         .await

@@ -1,5 +1,7 @@
 //! The chaos test: three client processes (this binary, run again as a child) × 32 tasks contend
-//! for 4 locks, in exclusive, fair and quorum (3 masters) modes, while a seeded fault schedule
+//! for 4 locks, in exclusive (each process handing locks on between its tasks in memory: lock
+//! cohorting, the default), uncohorted (exclusive, every hold through Redis), fair and quorum
+//! (3 masters) modes, while a seeded fault schedule
 //! kills Redis connections, restarts Redis (empty, from an RDB snapshot, from an `everysec` AOF cut
 //! back by its last second), freezes Redis or a client process, kills a client process (and starts
 //! a new one in its place), and cuts, delays or partitions a client from Redis or from one quorum
@@ -44,16 +46,18 @@ const DEFAULT_SECONDS: u64 = 40;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Mode {
     Exclusive,
+    Uncohorted,
     Fair,
     Quorum,
 }
 
 impl Mode {
-    const ALL: [Mode; 3] = [Mode::Exclusive, Mode::Fair, Mode::Quorum];
+    const ALL: [Mode; 4] = [Mode::Exclusive, Mode::Uncohorted, Mode::Fair, Mode::Quorum];
 
     fn name(self) -> &'static str {
         match self {
             Mode::Exclusive => "exclusive",
+            Mode::Uncohorted => "uncohorted",
             Mode::Fair => "fair",
             Mode::Quorum => "quorum",
         }
@@ -69,7 +73,7 @@ impl Mode {
     fn options(self) -> LockOptions {
         match self {
             Mode::Fair => LockOptions::fair(),
-            Mode::Exclusive | Mode::Quorum => LockOptions::exclusive(),
+            Mode::Exclusive | Mode::Uncohorted | Mode::Quorum => LockOptions::exclusive(),
         }
         .wait_timeout(WAIT)
     }
@@ -125,6 +129,7 @@ async fn manager(mode: Mode, urls: &[String]) -> Result<LockManager, LockError> 
         .command_timeout(COMMAND_TIMEOUT);
     match mode {
         Mode::Quorum => builder.quorum(urls).node_timeout(NODE_TIMEOUT),
+        Mode::Uncohorted => builder.redis(&urls[0]).local_handoffs(0),
         Mode::Exclusive | Mode::Fair => builder.redis(&urls[0]),
     }
     .build()

@@ -7,6 +7,7 @@ mod support;
 
 mod beat_round;
 mod cancelled_take;
+mod cohorts;
 mod drift;
 mod failed_wake;
 mod late_grant;

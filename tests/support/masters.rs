@@ -6,6 +6,9 @@ use tower_lock::LockManager;
 
 use super::RedisServer;
 
+/// Tokens each acquisition reserves (`TOKEN_BLOCK` in `src/backend/redis/common.lua`).
+const TOKEN_BLOCK: u64 = 64;
+
 /// Generous: a loaded 2-core machine running several servers can take long to answer.
 pub const NODE_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -54,7 +57,9 @@ impl Masters {
     /// The fencing counter of `key` on master `i`.
     pub fn counter(&self, i: usize, key: &str) -> u64 {
         let reply = self.servers[i].cmd(&["GET", &format!("{{tower-lock:{key}}}:f")]);
-        reply.as_int().map_or(0, |t| t as u64)
+        // the counter holds the end of the block of tokens reserved with it: its first is the
+        // token of the acquisition (`TOKEN_BLOCK` in common.lua)
+        reply.as_int().map_or(0, |t| t as u64 - (TOKEN_BLOCK - 1))
     }
 
     /// Make master `i` issue its next token for `key` as if its clock ran `ahead` (the token is

@@ -13,21 +13,25 @@ local function int(n)
   return string.format('%d', n)
 end
 
--- The next fencing token of a lock: one above the last one issued, and never below the server's
--- clock in microseconds. The clock is the floor that survives what the counter does not: its
--- expiry when the lock idles (60 s), a restart from a snapshot or an AOF that lost its last
+-- Tokens reserved with every acquisition: its own and the ones after it, which a manager hands
+-- to the next requests of its process without asking Redis (lock cohorting, `cohort.rs`).
+local TOKEN_BLOCK = 64
+
+-- The next fencing token of a lock: above the last block of tokens reserved, and never below the
+-- server's clock in microseconds. The clock is the floor that survives what the counter does not:
+-- its expiry when the lock idles (60 s), a restart from a snapshot or an AOF that lost its last
 -- writes, a failover to a replica that lagged. Tokens therefore strictly increase as long as the
--- clock of whichever server issues them does not go back, and a lock is granted less than once a
--- microsecond on average. On a quorum, tokens of different masters also compare as their clocks
--- do. One call in the usual case: SET ... GET stores the clock and returns the last token; only
--- when that was not below the clock is the counter set again.
+-- clock of whichever server issues them does not go back, and a lock is acquired in Redis less
+-- than once every TOKEN_BLOCK microseconds on average. On a quorum, tokens of different masters
+-- also compare as their clocks do. One call in the usual case: SET ... GET stores the end of the
+-- new block and returns the last one; only when that was not below the clock is it set again.
 local function next_token(fence)
   local now = now_us()
-  local last = tonumber(redis.call('SET', fence, int(now), 'PX', '60000', 'GET') or '0')
+  local last = tonumber(redis.call('SET', fence, int(now + TOKEN_BLOCK - 1), 'PX', '60000', 'GET') or '0')
   if last < now then
     return now
   end
-  redis.call('SET', fence, int(last + 1), 'PX', '60000')
+  redis.call('SET', fence, int(last + TOKEN_BLOCK), 'PX', '60000')
   return last + 1
 end
 

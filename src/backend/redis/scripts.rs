@@ -233,6 +233,7 @@ mod tests {
             [
                 "now_us",
                 "int",
+                "TOKEN_BLOCK",
                 "next_token",
                 "take",
                 "manager_of",

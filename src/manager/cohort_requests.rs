@@ -1,0 +1,235 @@
+//! How a request takes and gives back a lock through its cohort (see `cohort.rs`): it enters, then
+//! leads (takes the lock in the backend) or waits for its turn; releasing, it hands the lock to
+//! the next request of this process, or gives it back to the backend.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::cohort::{self, Enter, Seat, Turn};
+use super::guard::{release, LockGuard, LockInfo, Releaser};
+use super::live::Hold;
+use super::Shared;
+use crate::backend::{Backend, Released};
+use crate::background::MustComplete;
+use crate::error::{BoxError, LockError};
+use crate::ids::OwnerId;
+use crate::key::LockKey;
+use crate::lease::LostSignal;
+use crate::options::{Lease, LockOptions, Mode};
+use crate::waiters::LockId;
+
+impl Shared {
+    /// Whether a request with `opts` goes through a cohort: an exclusive one, kept by the
+    /// watchdog (a fixed lease counts from the request's own acquisition), on a single Redis
+    /// server or cluster (in memory a hand-off costs no round trip anyway; a quorum's holds are
+    /// per master), with cohorting on (a bound above zero).
+    pub(super) fn cohorted(&self, opts: &LockOptions) -> bool {
+        self.cohorts.bound > 0
+            && opts.mode_value() == Mode::Exclusive
+            && opts.lease_value() == Lease::Watchdog
+            && self.backend_has_cohorts()
+    }
+
+    #[cfg(feature = "redis")]
+    fn backend_has_cohorts(&self) -> bool {
+        matches!(*self.backend, Backend::Redis(_))
+    }
+
+    #[cfg(not(feature = "redis"))]
+    fn backend_has_cohorts(&self) -> bool {
+        let _ = &self.backend;
+        false
+    }
+
+    /// A re-entry of `owner` into `id`, when it holds the lock through its cohort (in either
+    /// mode: a fair request of the holder re-enters too). A re-entry with a fixed lease reports
+    /// itself lost at the end of that lease, or when the cohort's lease is lost if that comes
+    /// first.
+    pub(super) fn reenter_cohort(
+        self: &Arc<Self>,
+        id: &LockId,
+        owner: &OwnerId,
+        opts: &LockOptions,
+    ) -> Option<LockGuard> {
+        let (hold, token) = self.cohorts.reenter(id, owner)?;
+        let lost = match opts.lease_value() {
+            Lease::Watchdog => hold.lost.clone(),
+            Lease::Fixed(lease) => fixed_lease_signal(&hold, lease),
+        };
+        let info = LockInfo::new(hold.key.clone(), token, lost);
+        Some(self.cohort_guard(hold, info))
+    }
+
+    /// Acquire `key` for `owner` through the cohort of its lock.
+    pub(super) async fn acquire_in_cohort(
+        self: &Arc<Self>,
+        key: &str,
+        lock_key: &LockKey,
+        opts: &LockOptions,
+        owner: &OwnerId,
+        wait: bool,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let id = self.backend.lock_id(lock_key);
+        let started = Instant::now();
+        let deadline = opts.wait_timeout_value().map(|t| started + t);
+        let timeout = || LockError::Timeout {
+            key: key.to_owned(),
+            waited: started.elapsed(),
+        };
+        loop {
+            let turn = match self.cohorts.enter(&id, owner, wait) {
+                Enter::Lead(seat, lost) => {
+                    if let Some(lost) = lost {
+                        self.give_back_lost(lost);
+                    }
+                    Turn::Lead(seat)
+                }
+                Enter::Reentered(hold, token) => return Ok(Some(self.held_guard(hold, token))),
+                Enter::Busy => return Ok(None),
+                Enter::Closed => return Err(LockError::Closed),
+                Enter::AfterLeader(settled) => {
+                    until(deadline, settled).await.ok_or_else(timeout)?;
+                    continue;
+                }
+                Enter::Queued(next) => match until(deadline, next).await {
+                    None => return Err(timeout()),
+                    Some(Err(_)) => return Err(LockError::Closed),
+                    Some(Ok(turn)) => turn,
+                },
+            };
+            return match turn {
+                Turn::Inherit(inheritance) => {
+                    let held = inheritance.take();
+                    Ok(held.map(|(hold, token)| self.held_guard(hold, token)))
+                }
+                Turn::Lead(seat) => {
+                    let opts = remaining(opts, deadline).ok_or_else(timeout)?;
+                    (self.lead_cohort(seat, key, lock_key, &opts, owner, wait)).await
+                }
+            };
+        }
+    }
+
+    /// Take the lock in the backend for the cohort, under an owner id of its own (so that no
+    /// request of this process re-enters the backend's hold by accident), for `owner`'s request.
+    async fn lead_cohort(
+        self: &Arc<Self>,
+        seat: Seat,
+        key: &str,
+        lock_key: &LockKey,
+        opts: &LockOptions,
+        owner: &OwnerId,
+        wait: bool,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let leader = self.new_owner_id();
+        let acquired = (self.acquire_in_backend(key, lock_key, opts, &leader, wait)).await?;
+        let Some(guard) = acquired else {
+            return Ok(None);
+        };
+        if let Some(hold) = guard.hold_number().and_then(|n| self.live.adopt(n, owner)) {
+            seat.established(hold);
+        }
+        Ok(Some(guard))
+    }
+
+    /// A cohort's hold whose lease was lost, left by its cohort: released in the backend (by its
+    /// token, should the lock be held there still), its guards lost.
+    fn give_back_lost(&self, hold: Hold) {
+        self.stop_renewing(&hold);
+        let backend = self.backend.clone();
+        self.background.finish(async move {
+            let _ = release(&backend, &hold, true).await;
+        });
+    }
+
+    /// The guard of a request holding `hold` (a cohort's) under `token`, with the cohort's lease.
+    fn held_guard(self: &Arc<Self>, hold: Hold, token: u64) -> LockGuard {
+        let info = LockInfo::new(hold.key.clone(), token, hold.lost.clone());
+        self.cohort_guard(hold, info)
+    }
+
+    /// The guard of a request holding `hold` (a cohort's), as `info` tells.
+    fn cohort_guard(self: &Arc<Self>, hold: Hold, info: LockInfo) -> LockGuard {
+        let number = self.live.insert(hold);
+        let held = Releaser {
+            shared: self.clone(),
+            number,
+        };
+        LockGuard::new(info, held)
+    }
+
+    /// Release `hold`, a cohort's: the next request of this process inherits it, or it goes
+    /// back to the backend (`lost`: its lease may have run out, so only its token counts). If the
+    /// caller stops waiting, the release still completes in the background.
+    pub(super) async fn release_in_cohort(
+        self: &Arc<Self>,
+        hold: Hold,
+        lost: bool,
+    ) -> Result<Released, BoxError> {
+        match self.cohorts.release(&hold, self) {
+            cohort::Released::Kept => Ok(Released::StillHeld),
+            cohort::Released::NotHeld => Ok(Released::NotHeld),
+            cohort::Released::ToBackend(held, succession) => {
+                self.stop_renewing(&held);
+                let backend = self.backend.clone();
+                let call = Box::pin(async move {
+                    let released = release(&backend, &held, lost).await;
+                    drop(succession);
+                    released
+                });
+                MustComplete::new(call, &self.background).await
+            }
+        }
+    }
+
+    /// [`Self::release_in_cohort`] without waiting (from `Drop`).
+    pub(crate) fn release_in_cohort_background(self: &Arc<Self>, hold: Hold, lost: bool) {
+        if let cohort::Released::ToBackend(held, succession) = self.cohorts.release(&hold, self) {
+            self.stop_renewing(&held);
+            let backend = self.backend.clone();
+            self.background.finish(async move {
+                if let Err(err) = release(&backend, &held, lost).await {
+                    let key = &*held.key;
+                    tracing::warn!(key, error = %err, "background lock release failed; the lease will run out");
+                }
+                drop(succession);
+            });
+        }
+    }
+}
+
+/// The lost signal of a re-entry with a fixed `lease` into the cohort's `hold`: lost when the
+/// lease ends, or when the cohort's is lost.
+fn fixed_lease_signal(hold: &Hold, lease: Duration) -> Arc<LostSignal> {
+    let own = Arc::new(LostSignal::new(
+        hold.key.clone(),
+        Some(Instant::now() + lease),
+    ));
+    let (watched, cohort) = (own.clone(), hold.lost.clone());
+    tokio::spawn(async move {
+        tokio::select! {
+            () = cohort.wait() => watched.fire(),
+            () = watched.wait() => {}
+        }
+    });
+    own
+}
+
+/// `opts` with the wait left before `deadline`; `None` once it has passed.
+fn remaining(opts: &LockOptions, deadline: Option<Instant>) -> Option<LockOptions> {
+    match deadline {
+        Some(deadline) => {
+            let left = deadline.checked_duration_since(Instant::now())?;
+            Some(opts.wait_timeout(left))
+        }
+        None => Some(*opts),
+    }
+}
+
+/// `future`'s output, unless `deadline` passes first (`None`).
+async fn until<F: std::future::Future>(deadline: Option<Instant>, future: F) -> Option<F::Output> {
+    match deadline {
+        Some(deadline) => tokio::time::timeout_at(deadline.into(), future).await.ok(),
+        None => Some(future.await),
+    }
+}

@@ -1,0 +1,275 @@
+//! Lock cohorting: exclusive requests of one process hand a lock to each other in memory, up to a
+//! bound, then give it back to Redis. Exclusion and strictly rising tokens hold across local and
+//! remote hand-offs; another process waits at most about a bound of holds; a request that leaves
+//! (timed out, cancelled) or a lease that is lost leaves nothing behind; re-entry stays local.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tower_lock::{LockError, LockManager, LockOptions};
+
+use super::support;
+use support::RedisServer;
+
+async fn manager(server: &RedisServer, handoffs: u32) -> LockManager {
+    LockManager::builder()
+        .redis(server.url())
+        .local_handoffs(handoffs)
+        .build()
+        .await
+        .expect("manager")
+}
+
+/// Whether Redis holds the lock `key` (of the default namespace).
+fn held_in_redis(server: &RedisServer, key: &str) -> bool {
+    server
+        .cmd(&["EXISTS", &format!("{{tower-lock:{key}}}")])
+        .as_int()
+        == Some(1)
+}
+
+/// Two processes of 8 tasks each take one lock 25 times per task: never two holders, tokens
+/// rising strictly in the order the holds began, some hand-offs local (the next token) and some
+/// through Redis (a new block).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exclusion_and_token_order_hold_across_local_and_remote_hand_offs() {
+    let server = RedisServer::start();
+    let managers = [manager(&server, 4).await, manager(&server, 4).await];
+    let inside = Arc::new(AtomicBool::new(false));
+    let tokens = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for t in 0..16 {
+        let (m, inside, tokens) = (managers[t % 2].clone(), inside.clone(), tokens.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..25 {
+                let guard = m.acquire("acct", &LockOptions::exclusive()).await.unwrap();
+                assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                tokens.lock().unwrap().push(guard.fencing_token());
+                tokio::task::yield_now().await;
+                inside.store(false, Ordering::SeqCst);
+                guard.release().await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let tokens = tokens.lock().unwrap();
+    assert_eq!(tokens.len(), 400);
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens out of order"
+    );
+    let local = tokens.windows(2).filter(|w| w[1] == w[0] + 1).count();
+    assert!(local > 0, "no local hand-off among {} holds", tokens.len());
+    assert!(
+        local < 399,
+        "every hand-off was local: the bound was not kept"
+    );
+    assert!(!held_in_redis(&server, "acct"), "the lock stayed held");
+}
+
+/// One process keeps 8 tasks taking a lock (5 ms each); a request of another process waits at
+/// most about the bound of local hand-offs (3) in holds — twice, if it loses one race for the
+/// lock first — not for as long as the first process keeps asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_process_waits_at_most_a_bound_of_holds() {
+    let server = RedisServer::start();
+    let (busy, other) = (manager(&server, 3).await, manager(&server, 3).await);
+    let holds = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (busy, holds, stop) = (busy.clone(), holds.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let guard = busy
+                    .acquire("hot", &LockOptions::exclusive())
+                    .await
+                    .unwrap();
+                holds.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                guard.release().await.unwrap();
+            }
+        }));
+    }
+    assert!(
+        support::eventually(Duration::from_secs(5), || holds.load(Ordering::SeqCst) > 20).await
+    );
+    let (before, started) = (holds.load(Ordering::SeqCst), Instant::now());
+    let within = LockOptions::exclusive().wait_timeout(Duration::from_secs(10));
+    let guard = other.acquire("hot", &within).await;
+    let guard = guard.expect("the other process got its turn");
+    let (passed, waited) = (holds.load(Ordering::SeqCst) - before, started.elapsed());
+    stop.store(true, Ordering::SeqCst);
+    guard.release().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    // (bound + 1) holds per turn of the busy process; two turns when a race was lost
+    assert!(
+        passed <= 2 * (3 + 1) + 1,
+        "{passed} holds of the other process went first"
+    );
+    assert!(waited < Duration::from_secs(2), "waited {waited:?}");
+}
+
+/// A request of the cohort that stops waiting (its wait timed out, or it was cancelled) is
+/// skipped: the next one gets the lock, and at the end nothing waits and Redis holds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_that_leave_the_cohort_leave_nothing_behind() {
+    let server = RedisServer::start();
+    let m = manager(&server, 8).await;
+    let held = m.acquire("k", &LockOptions::exclusive()).await.unwrap();
+    let brief = LockOptions::exclusive().wait_timeout(Duration::from_millis(100));
+    let timed_out = m.acquire("k", &brief).await;
+    assert!(
+        matches!(timed_out, Err(LockError::Timeout { .. })),
+        "{timed_out:?}"
+    );
+    let cancelled = tokio::spawn({
+        let m = m.clone();
+        async move { m.acquire("k", &LockOptions::exclusive()).await.map(drop) }
+    });
+    let next = tokio::spawn({
+        let m = m.clone();
+        async move { m.acquire("k", &LockOptions::exclusive()).await }
+    });
+    assert!(support::eventually(Duration::from_secs(5), || m.waiting() == 2).await);
+    cancelled.abort();
+    assert!(support::eventually(Duration::from_secs(5), || m.waiting() == 1).await);
+    let token = held.fencing_token();
+    held.release().await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(5), next)
+        .await
+        .expect("the next request got the lock")
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.fencing_token(), token + 1, "a local hand-off");
+    next.release().await.unwrap();
+    assert_eq!(m.waiting(), 0);
+    assert!(support::eventually(Duration::from_secs(5), || !held_in_redis(&server, "k")).await);
+}
+
+/// An owner re-enters the lock its cohort holds in memory, under the same token; the lock goes
+/// back to Redis with its last hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reentry_stays_in_memory() {
+    let server = RedisServer::start();
+    let m = manager(&server, 8).await;
+    let owner = m.owner();
+    let outer = owner.acquire("r", &LockOptions::exclusive()).await.unwrap();
+    let scripts = server.command_calls("evalsha");
+    let inner = owner.acquire("r", &LockOptions::exclusive()).await.unwrap();
+    let fair_inner = owner.acquire("r", &LockOptions::fair()).await.unwrap();
+    assert_eq!(
+        server.command_calls("evalsha"),
+        scripts,
+        "a re-entry went to Redis"
+    );
+    assert_eq!(inner.fencing_token(), outer.fencing_token());
+    assert_eq!(fair_inner.fencing_token(), outer.fencing_token());
+    assert!(m
+        .try_acquire("r", &LockOptions::exclusive())
+        .await
+        .unwrap()
+        .is_none());
+    outer.release().await.unwrap();
+    inner.release().await.unwrap();
+    assert!(held_in_redis(&server, "r"));
+    fair_inner.release().await.unwrap();
+    assert!(!held_in_redis(&server, "r"));
+}
+
+/// The cohort's lease is lost (the lock vanished from Redis): the holder's guard says so, and the
+/// next request does not inherit the lost hold — it takes the lock anew in Redis, under a new
+/// block of tokens, and holds it safely.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lease_is_not_handed_on() {
+    let server = RedisServer::start();
+    let m = LockManager::builder()
+        .redis(server.url())
+        .lease(Duration::from_millis(600))
+        .build()
+        .await
+        .unwrap();
+    let held = m.acquire("l", &LockOptions::exclusive()).await.unwrap();
+    let next = tokio::spawn({
+        let m = m.clone();
+        async move { m.acquire("l", &LockOptions::exclusive()).await }
+    });
+    assert!(support::eventually(Duration::from_secs(5), || m.waiting() == 1).await);
+    server.cmd(&["DEL", "{tower-lock:l}"]);
+    tokio::time::timeout(Duration::from_secs(3), held.lost())
+        .await
+        .expect("the renewal finds the lock gone");
+    let token = held.fencing_token();
+    let stale = held.release().await;
+    assert!(matches!(stale, Err(LockError::NotHeld { .. })), "{stale:?}");
+    let next = tokio::time::timeout(Duration::from_secs(5), next)
+        .await
+        .expect("the next request got the lock")
+        .unwrap()
+        .unwrap();
+    assert!(next.fencing_token() > token + 63, "inherited a lost hold");
+    assert!(!next.is_lost());
+    assert!(held_in_redis(&server, "l"));
+    next.release().await.unwrap();
+}
+
+/// The same lost lease, with the holder's owner asking again while its lost guard still lives:
+/// it gets the lock anew (no re-entry into a lost hold), and the lost guard's release touches
+/// nothing of the new hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_hold_is_not_reentered() {
+    let server = RedisServer::start();
+    let m = LockManager::builder()
+        .redis(server.url())
+        .lease(Duration::from_millis(600))
+        .build()
+        .await
+        .unwrap();
+    let owner = m.owner();
+    let old = owner.acquire("o", &LockOptions::exclusive()).await.unwrap();
+    server.cmd(&["DEL", "{tower-lock:o}"]);
+    tokio::time::timeout(Duration::from_secs(3), old.lost())
+        .await
+        .expect("the renewal finds the lock gone");
+    let new = owner.acquire("o", &LockOptions::exclusive()).await.unwrap();
+    assert!(new.fencing_token() > old.fencing_token());
+    let stale = old.release().await;
+    assert!(matches!(stale, Err(LockError::NotHeld { .. })), "{stale:?}");
+    assert!(
+        held_in_redis(&server, "o"),
+        "the lost guard released the new hold"
+    );
+    assert!(m
+        .try_acquire("o", &LockOptions::exclusive())
+        .await
+        .unwrap()
+        .is_none());
+    new.release().await.unwrap();
+    assert!(!held_in_redis(&server, "o"));
+}
+
+/// The shutdown tells the requests waiting in a cohort (`Closed`) and frees the lock at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shutdown_closes_the_cohort() {
+    let server = RedisServer::start();
+    let m = manager(&server, 8).await;
+    let held = m.acquire("s", &LockOptions::exclusive()).await.unwrap();
+    let waiter = tokio::spawn({
+        let m = m.clone();
+        async move { m.acquire("s", &LockOptions::exclusive()).await.map(drop) }
+    });
+    assert!(support::eventually(Duration::from_secs(5), || m.waiting() == 1).await);
+    m.shutdown().await.unwrap();
+    let waited = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the waiter was told")
+        .unwrap();
+    assert!(matches!(waited, Err(LockError::Closed)), "{waited:?}");
+    assert!(held.is_lost());
+    assert!(!held_in_redis(&server, "s"));
+}
