@@ -5,7 +5,9 @@
 //! REDIS_URL=redis://127.0.0.1:6379 cargo run --release --example latency
 //! ```
 //!
-//! Prints medians and p99 of: PING round trip, uncontended acquire+release, exclusive and fair
+//! Prints medians and p99 of: PING round trip, uncontended acquire+release (exclusive and fair;
+//! beside them, in the same loop, the cycle of a hand-rolled lock: `SET NX PX` and a
+//! compare-and-delete script), exclusive and fair
 //! hand-off (holder calls release -> another waiting request's acquire returns), and the Redis
 //! commands one uncontended acquire+release costs. Hand-offs are measured two ways:
 //!
@@ -47,6 +49,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // PING and acquire+release alternate, so both see the same machine at the same moment.
     let mut ping = Vec::with_capacity(SAMPLES);
     let mut uncontended = Vec::with_capacity(SAMPLES);
+    let mut uncontended_fair = Vec::with_capacity(SAMPLES);
+    let mut setnx = Vec::with_capacity(SAMPLES);
     let mut calls = 0;
     for i in 0..SAMPLES + SAMPLES / 10 {
         let p = time(ping_once(&conn)).await;
@@ -66,9 +70,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         if i == SAMPLES / 10 {
             calls = script_calls(&conn).await? - before;
         }
+        let f = time(async {
+            let g = (m.acquire("bench:fair", &LockOptions::fair()).await).expect("acquire");
+            g.release().await.expect("release");
+        })
+        .await;
+        let n = time(setnx_cycle(&conn)).await;
         if i >= SAMPLES / 10 {
             ping.push(p);
             uncontended.push(u);
+            uncontended_fair.push(f);
+            setnx.push(n);
         }
     }
 
@@ -106,6 +118,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (name, s) in [
         ("PING round trip (hot loop) = RTT", &ping),
         ("uncontended acquire+release", &uncontended),
+        ("uncontended fair acquire+release", &uncontended_fair),
+        ("hand-rolled SET NX + compare-and-delete", &setnx),
         ("PING (acquire+drop run)", &dropped_ping),
         ("uncontended acquire+drop (background release)", &dropped),
         ("exclusive hand-off under load", &hot),
@@ -293,4 +307,29 @@ async fn script_calls(conn: &redis::aio::MultiplexedConnection) -> redis::RedisR
                 .ok()
         })
         .sum())
+}
+
+/// One cycle of the lock a handler would take by hand: `SET lock token NX PX 30000`, then a script
+/// that deletes the lock if it still holds the token.
+async fn setnx_cycle(conn: &redis::aio::MultiplexedConnection) {
+    let mut conn = conn.clone();
+    let token = uuid::Uuid::new_v4().to_string();
+    let set: Option<String> = redis::cmd("SET")
+        .arg("bench:setnx")
+        .arg(&token)
+        .arg("NX")
+        .arg("PX")
+        .arg(30_000)
+        .query_async(&mut conn)
+        .await
+        .expect("SET NX");
+    assert!(set.is_some(), "the hand-rolled lock was busy");
+    let release = redis::Script::new(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+    );
+    let deleted: i64 = (release.key("bench:setnx").arg(&token))
+        .invoke_async(&mut conn)
+        .await
+        .expect("compare-and-delete");
+    assert_eq!(deleted, 1);
 }
