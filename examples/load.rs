@@ -11,7 +11,8 @@
 //! Tasks are split over two managers (two replicas; one where the name says `managers=1`). Each
 //! loops acquire -> hold H -> release. Exclusive locks are handed on in memory between the tasks of
 //! one manager (lock cohorting, the default); `exclusive-uncohorted` runs the same on managers
-//! built with `local_handoffs(0)`, so that one invocation compares the two.
+//! built with `local_handoffs(0)`, so that one invocation compares the two; `fair-cohort-order` is
+//! fair mode with `LockOptions::cohort_order`.
 //! Reported: acquisitions/s, per-task counts (min/max and Jain's fairness index), the first
 //! manager's share of the acquisitions, acquire wait
 //! p50/p99, the hold time H really took (measured from acquire returning to release being called;
@@ -122,6 +123,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("fair", LockOptions::fair(), true),
         ("exclusive", LockOptions::exclusive(), true),
         ("exclusive-uncohorted", LockOptions::exclusive(), false),
+        (
+            "fair-cohort-order",
+            LockOptions::fair().cohort_order(),
+            true,
+        ),
     ] {
         for tasks in [8, 64] {
             for hold_ms in [0, 1] {

@@ -89,6 +89,7 @@ pub struct LockOptions {
     mode: Mode,
     wait_timeout: Option<Duration>,
     lease: Lease,
+    cohort_order: bool,
 }
 
 impl LockOptions {
@@ -147,6 +148,27 @@ impl LockOptions {
     pub fn watchdog_lease(mut self) -> Self {
         self.lease = Lease::Watchdog;
         self
+    }
+
+    /// Let a fair request be handed the lock in memory by another request of its process, ahead
+    /// of requests of other processes that queued before it (lock cohorting, as exclusive
+    /// requests always are: see
+    /// [`LockManagerBuilder::local_handoffs`](crate::LockManagerBuilder::local_handoffs)).
+    ///
+    /// The trade: requests of one process still get the lock in their order of arrival, and the
+    /// other processes' still in theirs, but a process may pass the lock among its own requests
+    /// up to the manager's bound of hand-offs before the queue's next process gets its turn. In
+    /// return a hand-off within the process costs no round trip. Every request of a lock should
+    /// opt in, or none: one that does not waits in Redis's queue, behind those bursts.
+    pub fn cohort_order(mut self) -> Self {
+        self.cohort_order = true;
+        self
+    }
+
+    /// Whether a fair request may be handed the lock in memory (see
+    /// [`cohort_order`](Self::cohort_order)).
+    pub fn cohort_order_value(&self) -> bool {
+        self.cohort_order
     }
 
     /// Change the mode.

@@ -19,13 +19,14 @@ use crate::options::{Lease, LockOptions, Mode};
 use crate::waiters::LockId;
 
 impl Shared {
-    /// Whether a request with `opts` goes through a cohort: an exclusive one, kept by the
-    /// watchdog (a fixed lease counts from the request's own acquisition), on a single Redis
-    /// server or cluster (in memory a hand-off costs no round trip anyway; a quorum's holds are
-    /// per master), with cohorting on (a bound above zero).
+    /// Whether a request with `opts` goes through a cohort: an exclusive one, or a fair one that
+    /// opted in to cohort order, kept by the watchdog (a fixed lease counts from the request's
+    /// own acquisition), on a single Redis server or cluster (in memory a hand-off costs no round
+    /// trip anyway; a quorum's holds are per master), with cohorting on (a bound above zero).
     pub(super) fn cohorted(&self, opts: &LockOptions) -> bool {
+        let mode = opts.mode_value();
         self.cohorts.bound > 0
-            && opts.mode_value() == Mode::Exclusive
+            && (mode == Mode::Exclusive || (mode == Mode::Fair && opts.cohort_order_value()))
             && opts.lease_value() == Lease::Watchdog
             && self.backend_has_cohorts()
     }

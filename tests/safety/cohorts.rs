@@ -273,3 +273,47 @@ async fn the_shutdown_closes_the_cohort() {
     assert!(held.is_lost());
     assert!(!held_in_redis(&server, "s"));
 }
+
+/// Two processes of 4 tasks each take one lock 20 times per task with `opts`: never two holders;
+/// the tokens in the order the holds began.
+async fn tokens_of_a_contended_run(server: &RedisServer, opts: LockOptions) -> Vec<u64> {
+    let managers = [manager(server, 8).await, manager(server, 8).await];
+    let inside = Arc::new(AtomicBool::new(false));
+    let tokens = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let (m, inside, tokens) = (managers[t % 2].clone(), inside.clone(), tokens.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..20 {
+                let guard = m.acquire("fair", &opts).await.unwrap();
+                assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                tokens.lock().unwrap().push(guard.fencing_token());
+                tokio::time::sleep(Duration::from_micros(200)).await;
+                inside.store(false, Ordering::SeqCst);
+                guard.release().await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let tokens = tokens.lock().unwrap().clone();
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens out of order"
+    );
+    tokens
+}
+
+/// Fair requests go through Redis's queue, every one of them (each token a new block), unless
+/// they opt in to cohort order: then requests of one process hand the lock on in memory too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_requests_are_handed_on_only_when_they_opt_in() {
+    let server = RedisServer::start();
+    let local = |tokens: &[u64]| tokens.windows(2).filter(|w| w[1] == w[0] + 1).count();
+    let strict = tokens_of_a_contended_run(&server, LockOptions::fair()).await;
+    assert_eq!(local(&strict), 0, "a fair hold was handed on in memory");
+    let cohorts = tokens_of_a_contended_run(&server, LockOptions::fair().cohort_order()).await;
+    assert!(local(&cohorts) > 0, "no local hand-off with cohort order");
+    assert!(!held_in_redis(&server, "fair"));
+}
