@@ -6,11 +6,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tracing::Instrument;
-
 use super::guard::{LockGuard, LockInfo};
 use super::live::Hold;
-use super::record::AcquisitionRecord;
 use super::refusal::{mixed_modes, NO_UPGRADE};
 use super::ticket::WaitTicket;
 use super::{Releaser, Shared};
@@ -35,47 +32,6 @@ const EXCLUSIVE_RACES: u32 = 1;
 const SLOW_ANSWER: Duration = Duration::from_millis(250);
 
 impl Shared {
-    /// Acquire `key` for `owner`; with `wait` false, one attempt only (`Ok(None)` when busy).
-    pub(crate) async fn acquire(
-        self: &Arc<Self>,
-        key: &str,
-        opts: &LockOptions,
-        owner: &OwnerId,
-        wait: bool,
-    ) -> Result<Option<LockGuard>, LockError> {
-        let record = AcquisitionRecord::start(key, opts.mode_value());
-        let acquiring = self.acquire_recorded(key, opts, owner, wait);
-        let result = acquiring.instrument(record.span().clone()).await;
-        record.finish(&result);
-        result
-    }
-
-    async fn acquire_recorded(
-        self: &Arc<Self>,
-        key: &str,
-        opts: &LockOptions,
-        owner: &OwnerId,
-        wait: bool,
-    ) -> Result<Option<LockGuard>, LockError> {
-        let lock_key = LockKey::new(key)?;
-        let Some(_running) = self.closing.enter() else {
-            return Err(LockError::Closed);
-        };
-        self.start();
-        if matches!(opts.mode_value(), Mode::Exclusive | Mode::Fair) {
-            let id = self.backend.lock_id(&lock_key);
-            if let Some(guard) = self.reenter_cohort(&id, owner, opts) {
-                return Ok(Some(guard));
-            }
-            // an owner holding the lock in the backend itself re-enters it there
-            if self.cohorted(opts) && !self.live.holds_directly(&id, owner) {
-                return (self.acquire_in_cohort(key, &lock_key, opts, owner, wait)).await;
-            }
-        }
-        self.acquire_in_backend(key, &lock_key, opts, owner, wait)
-            .await
-    }
-
     /// Acquire `key` for `owner` in the backend itself.
     pub(super) async fn acquire_in_backend(
         self: &Arc<Self>,

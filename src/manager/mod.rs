@@ -6,6 +6,7 @@ mod builder;
 mod closing;
 mod cohort;
 mod cohort_requests;
+mod entry;
 mod guard;
 mod live;
 mod outage;

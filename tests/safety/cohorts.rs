@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tower_lock::{LockError, LockManager, LockOptions};
+use tower_lock::{LockError, LockGuard, LockManager, LockOptions};
 
 use super::support;
 use support::RedisServer;
@@ -19,6 +19,24 @@ async fn manager(server: &RedisServer, handoffs: u32) -> LockManager {
         .build()
         .await
         .expect("manager")
+}
+
+/// A manager renewing its leases every 200 ms, so that a lease found gone is lost at once.
+async fn short_lease_manager(server: &RedisServer) -> LockManager {
+    LockManager::builder()
+        .redis(server.url())
+        .lease(Duration::from_millis(600))
+        .build()
+        .await
+        .expect("manager")
+}
+
+/// Delete the lock `key` behind its holder: the next renewal finds it gone, and `guard` is lost.
+async fn lose(server: &RedisServer, key: &str, guard: &LockGuard) {
+    server.cmd(&["DEL", &format!("{{tower-lock:{key}}}")]);
+    tokio::time::timeout(Duration::from_secs(3), guard.lost())
+        .await
+        .expect("the renewal finds the lock gone");
 }
 
 /// Whether Redis holds the lock `key` (of the default namespace).
@@ -188,22 +206,14 @@ async fn a_reentry_stays_in_memory() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_lease_is_not_handed_on() {
     let server = RedisServer::start();
-    let m = LockManager::builder()
-        .redis(server.url())
-        .lease(Duration::from_millis(600))
-        .build()
-        .await
-        .unwrap();
+    let m = short_lease_manager(&server).await;
     let held = m.acquire("l", &LockOptions::exclusive()).await.unwrap();
     let next = tokio::spawn({
         let m = m.clone();
         async move { m.acquire("l", &LockOptions::exclusive()).await }
     });
     assert!(support::eventually(Duration::from_secs(5), || m.waiting() == 1).await);
-    server.cmd(&["DEL", "{tower-lock:l}"]);
-    tokio::time::timeout(Duration::from_secs(3), held.lost())
-        .await
-        .expect("the renewal finds the lock gone");
+    lose(&server, "l", &held).await;
     let token = held.fencing_token();
     let stale = held.release().await;
     assert!(matches!(stale, Err(LockError::NotHeld { .. })), "{stale:?}");
@@ -224,18 +234,10 @@ async fn a_lost_lease_is_not_handed_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_hold_is_not_reentered() {
     let server = RedisServer::start();
-    let m = LockManager::builder()
-        .redis(server.url())
-        .lease(Duration::from_millis(600))
-        .build()
-        .await
-        .unwrap();
+    let m = short_lease_manager(&server).await;
     let owner = m.owner();
     let old = owner.acquire("o", &LockOptions::exclusive()).await.unwrap();
-    server.cmd(&["DEL", "{tower-lock:o}"]);
-    tokio::time::timeout(Duration::from_secs(3), old.lost())
-        .await
-        .expect("the renewal finds the lock gone");
+    lose(&server, "o", &old).await;
     let new = owner.acquire("o", &LockOptions::exclusive()).await.unwrap();
     assert!(new.fencing_token() > old.fencing_token());
     let stale = old.release().await;

@@ -1,0 +1,58 @@
+//! Where an acquisition starts: its record (span and metrics), the closing check, and its route —
+//! a re-entry of a lock the owner holds through its cohort, the cohort of the lock, or the backend
+//! itself.
+
+use std::sync::Arc;
+
+use tracing::Instrument;
+
+use super::guard::LockGuard;
+use super::record::AcquisitionRecord;
+use super::Shared;
+use crate::error::LockError;
+use crate::ids::OwnerId;
+use crate::key::LockKey;
+use crate::options::{LockOptions, Mode};
+
+impl Shared {
+    /// Acquire `key` for `owner`; with `wait` false, one attempt only (`Ok(None)` when busy).
+    pub(crate) async fn acquire(
+        self: &Arc<Self>,
+        key: &str,
+        opts: &LockOptions,
+        owner: &OwnerId,
+        wait: bool,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let record = AcquisitionRecord::start(key, opts.mode_value());
+        let acquiring = self.acquire_recorded(key, opts, owner, wait);
+        let result = acquiring.instrument(record.span().clone()).await;
+        record.finish(&result);
+        result
+    }
+
+    async fn acquire_recorded(
+        self: &Arc<Self>,
+        key: &str,
+        opts: &LockOptions,
+        owner: &OwnerId,
+        wait: bool,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let lock_key = LockKey::new(key)?;
+        let Some(_running) = self.closing.enter() else {
+            return Err(LockError::Closed);
+        };
+        self.start();
+        if matches!(opts.mode_value(), Mode::Exclusive | Mode::Fair) {
+            let id = self.backend.lock_id(&lock_key);
+            if let Some(guard) = self.reenter_cohort(&id, owner, opts) {
+                return Ok(Some(guard));
+            }
+            // an owner holding the lock in the backend itself re-enters it there
+            if self.cohorted(opts) && !self.live.holds_directly(&id, owner) {
+                return (self.acquire_in_cohort(key, &lock_key, opts, owner, wait)).await;
+            }
+        }
+        self.acquire_in_backend(key, &lock_key, opts, owner, wait)
+            .await
+    }
+}
