@@ -87,6 +87,10 @@ pub(crate) enum Turn {
     Inherit(Inheritance),
     /// The lock went back to the backend: take it there, as the leader.
     Lead(Seat),
+    /// The leader's attempt failed (the backend is unreachable, or refused the request): ask the
+    /// backend alone, outside the cohort, so that each request learns its own answer within its
+    /// own wait instead of one after another.
+    Alone,
 }
 
 /// The leader's place: taken, it makes the cohort's hold ([`Seat::established`]); dropped before
@@ -349,6 +353,7 @@ impl Turn {
         match self {
             Turn::Inherit(mut inheritance) => drop(inheritance.hold.take()),
             Turn::Lead(mut seat) => seat.armed = false,
+            Turn::Alone => {}
         }
     }
 }
@@ -358,6 +363,19 @@ impl Seat {
     pub(crate) fn established(mut self, hold: Hold) {
         self.armed = false;
         self.cohorts.establish(&self.id, hold);
+    }
+
+    /// The leader's attempt failed: the cohort ends, and every request waiting in it asks the
+    /// backend alone ([`Turn::Alone`]).
+    pub(crate) fn disband(mut self) {
+        self.armed = false;
+        let mut table = self.cohorts.table();
+        if let Some(cohort) = table.cohorts.remove(&self.id) {
+            cohort.settled.notify_waiters();
+            for (_, turn) in cohort.waiting {
+                let _ = turn.send(Turn::Alone);
+            }
+        }
     }
 }
 

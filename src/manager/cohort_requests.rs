@@ -5,6 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::sync::oneshot;
+
 use super::cohort::{self, Enter, Seat, Turn};
 use super::guard::{release, LockGuard, LockInfo, Releaser};
 use super::live::Hold;
@@ -73,10 +75,8 @@ impl Shared {
         let id = self.backend.lock_id(lock_key);
         let started = Instant::now();
         let deadline = opts.wait_timeout_value().map(|t| started + t);
-        let timeout = || LockError::Timeout {
-            key: key.to_owned(),
-            waited: started.elapsed(),
-        };
+        // the wait is over: the lock stayed busy, or the backend is unreachable
+        let timeout = || self.wait_over(key, started);
         loop {
             let turn = match self.cohorts.enter(&id, owner, wait) {
                 Enter::Lead(seat, lost) => {
@@ -92,8 +92,8 @@ impl Shared {
                     until(deadline, settled).await.ok_or_else(timeout)?;
                     continue;
                 }
-                Enter::Queued(next) => match until(deadline, next).await {
-                    None => return Err(timeout()),
+                Enter::Queued(mut next) => match until(deadline, &mut next).await {
+                    None => return self.queued_wait_ended(key, started, next).await,
                     Some(Err(_)) => return Err(LockError::Closed),
                     Some(Ok(turn)) => turn,
                 },
@@ -106,6 +106,10 @@ impl Shared {
                 Turn::Lead(seat) => {
                     let opts = remaining(opts, deadline).ok_or_else(timeout)?;
                     (self.lead_cohort(seat, key, lock_key, &opts, owner, wait)).await
+                }
+                Turn::Alone => {
+                    let opts = remaining(opts, deadline).ok_or_else(timeout)?;
+                    (self.acquire_in_backend(key, lock_key, &opts, owner, wait)).await
                 }
             };
         }
@@ -123,7 +127,17 @@ impl Shared {
         wait: bool,
     ) -> Result<Option<LockGuard>, LockError> {
         let leader = self.new_owner_id();
-        let acquired = (self.acquire_in_backend(key, lock_key, opts, &leader, wait)).await?;
+        let acquired = match self
+            .acquire_in_backend(key, lock_key, opts, &leader, wait)
+            .await
+        {
+            // the others' waits would end one after another, each after this one's answer
+            Err(err) if !matches!(err, LockError::Timeout { .. }) => {
+                seat.disband();
+                return Err(err);
+            }
+            acquired => acquired?,
+        };
         let Some(guard) = acquired else {
             return Ok(None);
         };
@@ -131,6 +145,40 @@ impl Shared {
             seat.established(hold);
         }
         Ok(Some(guard))
+    }
+
+    /// How the wait of a request queued in a cohort ends at its deadline. `Timeout` says the lock
+    /// stayed busy; when the backend is unreachable, the request is told that instead. The
+    /// leader, which began to wait first, meets its deadline first: if its attempt went
+    /// unanswered, its verdict comes within moments (`VERDICT`), and is awaited that long. A hand-off
+    /// arriving meanwhile is taken: the request got the lock, a little late.
+    async fn queued_wait_ended(
+        self: &Arc<Self>,
+        key: &str,
+        started: Instant,
+        next: oneshot::Receiver<Turn>,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let turn = tokio::time::timeout(VERDICT, next).await;
+        if let Ok(Ok(Turn::Inherit(inheritance))) = turn {
+            let held = inheritance.take();
+            return Ok(held.map(|(hold, token)| self.held_guard(hold, token)));
+        }
+        // a lead handed over now is dropped (passed on): this request's wait is over
+        Err(self.wait_over(key, started))
+    }
+
+    /// The error of a request whose wait through a cohort ended: `Timeout` (the lock stayed
+    /// busy), or `Unavailable` while the backend is known unreachable (the leader's attempt
+    /// failed, or went unanswered).
+    fn wait_over(&self, key: &str, started: Instant) -> LockError {
+        if self.outage.is_down() {
+            let cause = "the lock backend is unreachable (this process's last attempt failed)";
+            return LockError::unavailable(key, cause);
+        }
+        LockError::Timeout {
+            key: key.to_owned(),
+            waited: started.elapsed(),
+        }
     }
 
     /// A cohort's hold whose lease was lost, left by its cohort: released in the backend (by its
@@ -198,6 +246,9 @@ impl Shared {
         }
     }
 }
+
+/// How long a request queued in a cohort waits past its deadline for its leader's verdict.
+const VERDICT: Duration = Duration::from_millis(50);
 
 /// The lost signal of a re-entry with a fixed `lease` into the cohort's `hold`: lost when the
 /// lease ends, or when the cohort's is lost.

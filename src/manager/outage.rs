@@ -24,6 +24,11 @@ impl Outage {
         }
     }
 
+    /// Whether the last attempt found the backend unreachable.
+    pub(crate) fn is_down(&self) -> bool {
+        self.down.load(Ordering::Relaxed)
+    }
+
     /// An attempt was answered.
     pub(crate) fn answered(&self) {
         // a load first: the usual case (no outage) writes nothing shared

@@ -319,3 +319,68 @@ async fn fair_requests_are_handed_on_only_when_they_opt_in() {
     assert!(local(&cohorts) > 0, "no local hand-off with cohort order");
     assert!(!held_in_redis(&server, "fair"));
 }
+
+/// Requests waiting in a cohort when the server freezes (SIGSTOP) end as `Unavailable`, as their
+/// leader does, never as `Timeout` (which says the lock stayed busy); and when it is killed, each
+/// learns it at once instead of one after another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_fails_the_whole_cohort_as_unavailable() {
+    let mut server = RedisServer::start();
+    let build = || {
+        LockManager::builder()
+            .redis(server.url())
+            .command_timeout(Duration::from_secs(10))
+            .build()
+    };
+    let (holding, waiting) = (build().await.unwrap(), build().await.unwrap());
+    let short = LockOptions::exclusive().lease(Duration::from_millis(300));
+    let wait = LockOptions::exclusive().wait_timeout(Duration::from_secs(2));
+    // the first request leads (it waits in Redis), the three after it queue in the cohort
+    let waiters = |key: &'static str| {
+        let waiting = waiting.clone();
+        async move {
+            let mut requests = Vec::new();
+            for n in 1..=4 {
+                let manager = waiting.clone();
+                let request = async move { manager.acquire(key, &wait).await.map(drop) };
+                requests.push(tokio::spawn(request));
+                let all_wait = || waiting.waiting() == n;
+                assert!(support::eventually(Duration::from_secs(2), all_wait).await);
+            }
+            requests
+        }
+    };
+    let all_unavailable = |outcomes: Vec<Result<(), LockError>>| {
+        for outcome in outcomes {
+            let err = outcome.expect_err("no lock from an unreachable server");
+            assert!(err.is_unavailable(), "{err:?}");
+        }
+    };
+
+    // found busy first; the retry when the holder's lease ends meets a frozen server
+    let _held = holding.acquire("frozen", &short).await.unwrap();
+    let frozen = waiters("frozen").await;
+    server.stop_process();
+    let mut outcomes = Vec::new();
+    for waiter in frozen {
+        outcomes.push(waiter.await.unwrap());
+    }
+    server.continue_process();
+    all_unavailable(outcomes);
+
+    // killed while they wait: each is told within its wait, none times out
+    let _held = holding.acquire("killed", &short).await.unwrap();
+    let killed = waiters("killed").await;
+    let started = Instant::now();
+    server.kill();
+    let mut outcomes = Vec::new();
+    for waiter in killed {
+        outcomes.push(waiter.await.unwrap());
+    }
+    all_unavailable(outcomes);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
