@@ -99,6 +99,10 @@ impl Waiter {
 pub(crate) struct WaitRegistry {
     by_lock: Mutex<HashMap<LockId, VecDeque<Arc<Waiter>>>>,
     next_seq: AtomicU64,
+    /// How many times every waiter was woken: each time a connection to the backend dropped or
+    /// came back (or the manager shut down), when messages may have been lost and the server may
+    /// have restarted.
+    wake_alls: AtomicU64,
 }
 
 /// What a waiter leaving the registry asks the backend to do.
@@ -203,8 +207,15 @@ impl WaitRegistry {
         }
     }
 
+    /// How many times [`wake_all`](Self::wake_all) ran: a change says a connection dropped or
+    /// came back since.
+    pub(crate) fn wake_alls(&self) -> u64 {
+        self.wake_alls.load(Ordering::SeqCst)
+    }
+
     /// Wake every waiter (after the inbox reconnected: messages may have been lost).
     pub(crate) fn wake_all(&self) {
+        self.wake_alls.fetch_add(1, Ordering::SeqCst);
         for queue in self.lock().values() {
             queue.iter().for_each(|w| w.wake());
         }

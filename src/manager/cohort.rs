@@ -55,6 +55,10 @@ struct Cohort {
     last_token: u64,
     /// Local hand-offs since the leader took the lock.
     handoffs: u32,
+    /// The manager's count of connection troubles (`WaitRegistry::wake_alls`) when the leader
+    /// began to take the lock. Once it moved, the server may have restarted and forgotten the
+    /// hold: it is not handed on, but goes back to the backend, which knows.
+    connections: u64,
     /// The requests waiting, in arrival order.
     waiting: VecDeque<(OwnerId, oneshot::Sender<Turn>)>,
     /// Told when the leader took the lock or gave up (a second request of its owner waits).
@@ -276,12 +280,14 @@ impl Cohorts {
         table.cohorts.remove(id);
     }
 
-    /// The leader took the lock: `hold` is the cohort's, under its token.
-    fn establish(&self, id: &LockId, hold: Hold) {
+    /// The leader took the lock: `hold` is the cohort's, under its token; `connections` as the
+    /// leader found them when it began.
+    fn establish(&self, id: &LockId, hold: Hold, connections: u64) {
         let mut table = self.table();
         if let Some(cohort) = table.cohorts.get_mut(id) {
             cohort.last_token = hold.token;
             cohort.handoffs = 0;
+            cohort.connections = connections;
             cohort.held = Some(hold);
             cohort.settled.notify_waiters();
         }
@@ -295,6 +301,7 @@ impl Cohort {
             held: None,
             last_token: 0,
             handoffs: 0,
+            connections: 0,
             waiting: VecDeque::new(),
             settled: Arc::default(),
         }
@@ -318,11 +325,15 @@ impl Cohort {
         Some(Enter::Reentered(held.for_request(owner), self.last_token))
     }
 
-    /// Hand the lock to the first request still waiting, if the bound and the lease allow.
+    /// Hand the lock to the first request still waiting, if the bound and the lease allow, and
+    /// no connection dropped since the leader took the lock.
     fn hand_off(&mut self, shared: &Arc<Shared>, bound: u32) -> bool {
         let Some(held) = &self.held else {
             return false;
         };
+        if shared.waiters.wake_alls() != self.connections {
+            return false;
+        }
         while self.handoffs < bound && !held.lost.is_lost() {
             let Some((owner, turn)) = self.waiting.pop_front() else {
                 return false;
@@ -360,9 +371,10 @@ impl Turn {
 
 impl Seat {
     /// The leader took the lock in the backend: `hold` (its live hold) is the cohort's now.
-    pub(crate) fn established(mut self, hold: Hold) {
+    /// `connections`: the manager's count of connection troubles when the leader began.
+    pub(crate) fn established(mut self, hold: Hold, connections: u64) {
         self.armed = false;
-        self.cohorts.establish(&self.id, hold);
+        self.cohorts.establish(&self.id, hold, connections);
     }
 
     /// The leader's attempt failed: the cohort ends, and every request waiting in it asks the

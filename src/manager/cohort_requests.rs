@@ -127,6 +127,7 @@ impl Shared {
         wait: bool,
     ) -> Result<Option<LockGuard>, LockError> {
         let leader = self.new_owner_id();
+        let connections = self.waiters.wake_alls();
         let acquired = match self
             .acquire_in_backend(key, lock_key, opts, &leader, wait)
             .await
@@ -142,7 +143,7 @@ impl Shared {
             return Ok(None);
         };
         if let Some(hold) = guard.hold_number().and_then(|n| self.live.adopt(n, owner)) {
-            seat.established(hold);
+            seat.established(hold, connections);
         }
         Ok(Some(guard))
     }

@@ -384,3 +384,44 @@ async fn an_unreachable_server_fails_the_whole_cohort_as_unavailable() {
         started.elapsed()
     );
 }
+
+/// Redis restarts empty while a cohort holds a lock and another request of the process waits:
+/// the server forgot the hold, and another process takes the lock. The holder's release must not
+/// hand that forgotten hold on: the waiting request asks Redis, and waits for the other process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_a_restart_may_have_forgotten_is_not_handed_on() {
+    let mut server = RedisServer::start();
+    let (m, other) = (manager(&server, 8).await, manager(&server, 8).await);
+    let held = m.acquire("r", &LockOptions::exclusive()).await.unwrap();
+    let next = tokio::spawn({
+        let m = m.clone();
+        async move { m.acquire("r", &LockOptions::exclusive()).await }
+    });
+    assert!(support::eventually(Duration::from_secs(5), || m.waiting() == 1).await);
+    server.restart();
+    // at once, before the holder's manager is back and renews (it learns then that the hold is
+    // gone): its first attempts may meet the connection the restart broke
+    let mut taken = None;
+    for _ in 0..100 {
+        if let Ok(Some(guard)) = other.try_acquire("r", &LockOptions::exclusive()).await {
+            taken = Some(guard);
+            break;
+        }
+    }
+    let taken = taken.expect("the other process took the forgotten lock");
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !next.is_finished(),
+        "a forgotten hold was handed on while another process held it"
+    );
+    let token = taken.fencing_token();
+    taken.release().await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(5), next)
+        .await
+        .expect("the waiting request got the lock")
+        .unwrap()
+        .unwrap();
+    assert!(next.fencing_token() > token);
+    next.release().await.unwrap();
+}
