@@ -53,33 +53,21 @@ fn held_in_redis(server: &RedisServer, key: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exclusion_and_token_order_hold_across_local_and_remote_hand_offs() {
     let server = RedisServer::start();
-    let managers = [manager(&server, 4).await, manager(&server, 4).await];
-    let inside = Arc::new(AtomicBool::new(false));
-    let tokens = Arc::new(Mutex::new(Vec::new()));
-    let mut tasks = Vec::new();
-    for t in 0..16 {
-        let (m, inside, tokens) = (managers[t % 2].clone(), inside.clone(), tokens.clone());
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..25 {
-                let guard = m.acquire("acct", &LockOptions::exclusive()).await.unwrap();
-                assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
-                tokens.lock().unwrap().push(guard.fencing_token());
-                tokio::task::yield_now().await;
-                inside.store(false, Ordering::SeqCst);
-                guard.release().await.unwrap();
-            }
-        }));
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let tokens = tokens.lock().unwrap();
+    let run = Contention {
+        key: "acct",
+        opts: LockOptions::exclusive(),
+        handoffs: 4,
+        tasks: 16,
+        rounds: 25,
+        hold: Duration::ZERO,
+    };
+    let tokens = tokens_of_a_contended_run(&server, run).await;
     assert_eq!(tokens.len(), 400);
     assert!(
         tokens.windows(2).all(|w| w[0] < w[1]),
         "tokens out of order"
     );
-    let local = tokens.windows(2).filter(|w| w[1] == w[0] + 1).count();
+    let local = local_hand_offs(&tokens);
     assert!(local > 0, "no local hand-off among {} holds", tokens.len());
     assert!(
         local < 399,
@@ -276,21 +264,48 @@ async fn the_shutdown_closes_the_cohort() {
     assert!(!held_in_redis(&server, "s"));
 }
 
-/// Two processes of 4 tasks each take one lock 20 times per task with `opts`: never two holders;
-/// the tokens in the order the holds began.
-async fn tokens_of_a_contended_run(server: &RedisServer, opts: LockOptions) -> Vec<u64> {
-    let managers = [manager(server, 8).await, manager(server, 8).await];
+/// Hand-offs in memory among `tokens` (in the order the holds began): a token one above the
+/// last one (a hand-off through Redis starts a new block).
+fn local_hand_offs(tokens: &[u64]) -> usize {
+    tokens.windows(2).filter(|w| w[1] == w[0] + 1).count()
+}
+
+/// A run of tasks over two processes, each taking one lock in turn.
+struct Contention {
+    key: &'static str,
+    opts: LockOptions,
+    /// The managers' bound of local hand-offs.
+    handoffs: u32,
+    /// Tasks, split over the two processes.
+    tasks: usize,
+    /// Holds per task.
+    rounds: usize,
+    /// How long each hold lasts (zero: a yield).
+    hold: Duration,
+}
+
+/// The tokens of `run`'s holds in the order they began: never two holders, tokens rising.
+async fn tokens_of_a_contended_run(server: &RedisServer, run: Contention) -> Vec<u64> {
+    let managers = [
+        manager(server, run.handoffs).await,
+        manager(server, run.handoffs).await,
+    ];
     let inside = Arc::new(AtomicBool::new(false));
     let tokens = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
-    for t in 0..8 {
+    for t in 0..run.tasks {
         let (m, inside, tokens) = (managers[t % 2].clone(), inside.clone(), tokens.clone());
+        let (key, opts, rounds, hold) = (run.key, run.opts, run.rounds, run.hold);
         tasks.push(tokio::spawn(async move {
-            for _ in 0..20 {
-                let guard = m.acquire("fair", &opts).await.unwrap();
+            for _ in 0..rounds {
+                let guard = m.acquire(key, &opts).await.unwrap();
                 assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
                 tokens.lock().unwrap().push(guard.fencing_token());
-                tokio::time::sleep(Duration::from_micros(200)).await;
+                if hold.is_zero() {
+                    tokio::task::yield_now().await;
+                } else {
+                    tokio::time::sleep(hold).await;
+                }
                 inside.store(false, Ordering::SeqCst);
                 guard.release().await.unwrap();
             }
@@ -312,11 +327,26 @@ async fn tokens_of_a_contended_run(server: &RedisServer, opts: LockOptions) -> V
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_requests_are_handed_on_only_when_they_opt_in() {
     let server = RedisServer::start();
-    let local = |tokens: &[u64]| tokens.windows(2).filter(|w| w[1] == w[0] + 1).count();
-    let strict = tokens_of_a_contended_run(&server, LockOptions::fair()).await;
-    assert_eq!(local(&strict), 0, "a fair hold was handed on in memory");
-    let cohorts = tokens_of_a_contended_run(&server, LockOptions::fair().cohort_order()).await;
-    assert!(local(&cohorts) > 0, "no local hand-off with cohort order");
+    let run = |opts| Contention {
+        key: "fair",
+        opts,
+        handoffs: 8,
+        tasks: 8,
+        rounds: 20,
+        hold: Duration::from_micros(200),
+    };
+    let strict = tokens_of_a_contended_run(&server, run(LockOptions::fair())).await;
+    assert_eq!(
+        local_hand_offs(&strict),
+        0,
+        "a fair hold was handed on in memory"
+    );
+    let opted_in = run(LockOptions::fair().cohort_order());
+    let cohorts = tokens_of_a_contended_run(&server, opted_in).await;
+    assert!(
+        local_hand_offs(&cohorts) > 0,
+        "no local hand-off with cohort order"
+    );
     assert!(!held_in_redis(&server, "fair"));
 }
 
