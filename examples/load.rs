@@ -26,7 +26,8 @@
 //!
 //! Shared locks: `hot read` has 64 readers of one key (they hold it together), `hot read+write`
 //! the same readers and one writer that takes the key every 10 ms (its waits are printed below
-//! the line); `hot semaphore(4)` 64 tasks sharing 4 permits, whose "busy" is the permits' average
+//! the line); `read-groups` the same with `LockOptions::cohort_order`, so that the reads of one
+//! manager share read holds; `hot semaphore(4)` 64 tasks sharing 4 permits, whose "busy" is the permits' average
 //! occupancy (up to 400%) and whose hand-off is that of one permit.
 
 #[path = "common/io_timer.rs"]
@@ -168,7 +169,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     for (name, opts, writer) in [
         ("hot read", LockOptions::read(), false),
+        ("hot read-groups", LockOptions::read().cohort_order(), false),
         ("hot read+write", LockOptions::read(), true),
+        (
+            "hot read-groups+write",
+            LockOptions::read().cohort_order(),
+            true,
+        ),
         ("hot semaphore(4)", LockOptions::semaphore(4), false),
     ] {
         scenarios.push(Scenario {

@@ -160,6 +160,12 @@ impl LockOptions {
     /// up to the manager's bound of hand-offs before the queue's next process gets its turn. In
     /// return a hand-off within the process costs no round trip. Every request of a lock should
     /// opt in, or none: one that does not waits in Redis's queue, behind those bursts.
+    ///
+    /// A read that opts in shares a read hold with the other reads of its process: they join it
+    /// in memory while one of them takes or holds it, up to the bound, and it goes back to Redis
+    /// with the last of them. A write of another process queued meanwhile waits for those reads
+    /// too, at most the bound of them. A read of an owner that holds one this way may not ask to
+    /// write (refused at once, as in Redis).
     pub fn cohort_order(mut self) -> Self {
         self.cohort_order = true;
         self

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::guard::{LockGuard, LockInfo};
-use super::live::Hold;
+use super::live::{Hold, Through};
 use super::refusal::{mixed_modes, NO_UPGRADE};
 use super::ticket::WaitTicket;
 use super::{Releaser, Shared};
@@ -336,7 +336,7 @@ impl<'a> Acquisition<'a> {
             watched: self.watched,
             lost: lost.clone(),
             mode: self.mode,
-            local_owner: None,
+            through: Through::Backend,
         });
         let held = Releaser {
             shared: self.shared.clone(),

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::futures::OwnedNotified;
 use tokio::sync::{oneshot, Notify};
 
-use super::live::Hold;
+use super::live::{Hold, Through};
 use super::Shared;
 use crate::ids::OwnerId;
 use crate::waiters::LockId;
@@ -208,7 +208,7 @@ impl Cohorts {
         let Some((holder, count)) = cohort.holder.as_mut().filter(|_| ours) else {
             return Released::NotHeld;
         };
-        if Some(&*holder) != hold.local_owner.as_ref() {
+        if !matches!(&hold.through, Through::Cohort(request) if request == holder) {
             return Released::NotHeld;
         }
         if *count > 1 {

@@ -9,7 +9,7 @@ use tokio::sync::oneshot;
 
 use super::cohort::{self, Enter, Seat, Turn};
 use super::guard::{release, LockGuard, LockInfo, Releaser};
-use super::live::Hold;
+use super::live::{Hold, Through};
 use super::Shared;
 use crate::backend::{Backend, Released};
 use crate::background::MustComplete;
@@ -34,12 +34,12 @@ impl Shared {
     }
 
     #[cfg(feature = "redis")]
-    fn backend_has_cohorts(&self) -> bool {
+    pub(super) fn backend_has_cohorts(&self) -> bool {
         matches!(*self.backend, Backend::Redis(_))
     }
 
     #[cfg(not(feature = "redis"))]
-    fn backend_has_cohorts(&self) -> bool {
+    pub(super) fn backend_has_cohorts(&self) -> bool {
         let _ = &self.backend;
         false
     }
@@ -142,7 +142,10 @@ impl Shared {
         let Some(guard) = acquired else {
             return Ok(None);
         };
-        if let Some(hold) = guard.hold_number().and_then(|n| self.live.adopt(n, owner)) {
+        if let Some(hold) = guard
+            .hold_number()
+            .and_then(|n| self.live.adopt(n, Through::Cohort(owner.clone())))
+        {
             seat.established(hold, connections);
         }
         Ok(Some(guard))
@@ -171,7 +174,7 @@ impl Shared {
     /// The error of a request whose wait through a cohort ended: `Timeout` (the lock stayed
     /// busy), or `Unavailable` while the backend is known unreachable (the leader's attempt
     /// failed, or went unanswered).
-    fn wait_over(&self, key: &str, started: Instant) -> LockError {
+    pub(super) fn wait_over(&self, key: &str, started: Instant) -> LockError {
         if self.outage.is_down() {
             let cause = "the lock backend is unreachable (this process's last attempt failed)";
             return LockError::unavailable(key, cause);
@@ -193,7 +196,7 @@ impl Shared {
     }
 
     /// The guard of a request holding `hold` (a cohort's) under `token`, with the cohort's lease.
-    fn held_guard(self: &Arc<Self>, hold: Hold, token: u64) -> LockGuard {
+    pub(super) fn held_guard(self: &Arc<Self>, hold: Hold, token: u64) -> LockGuard {
         let info = LockInfo::new(hold.key.clone(), token, hold.lost.clone());
         self.cohort_guard(hold, info)
     }
@@ -249,7 +252,7 @@ impl Shared {
 }
 
 /// How long a request queued in a cohort waits past its deadline for its leader's verdict.
-const VERDICT: Duration = Duration::from_millis(50);
+pub(super) const VERDICT: Duration = Duration::from_millis(50);
 
 /// The lost signal of a re-entry with a fixed `lease` into the cohort's `hold`: lost when the
 /// lease ends, or when the cohort's is lost.
@@ -269,7 +272,7 @@ fn fixed_lease_signal(hold: &Hold, lease: Duration) -> Arc<LostSignal> {
 }
 
 /// `opts` with the wait left before `deadline`; `None` once it has passed.
-fn remaining(opts: &LockOptions, deadline: Option<Instant>) -> Option<LockOptions> {
+pub(super) fn remaining(opts: &LockOptions, deadline: Option<Instant>) -> Option<LockOptions> {
     match deadline {
         Some(deadline) => {
             let left = deadline.checked_duration_since(Instant::now())?;
@@ -280,7 +283,10 @@ fn remaining(opts: &LockOptions, deadline: Option<Instant>) -> Option<LockOption
 }
 
 /// `future`'s output, unless `deadline` passes first (`None`).
-async fn until<F: std::future::Future>(deadline: Option<Instant>, future: F) -> Option<F::Output> {
+pub(super) async fn until<F: std::future::Future>(
+    deadline: Option<Instant>,
+    future: F,
+) -> Option<F::Output> {
     match deadline {
         Some(deadline) => tokio::time::timeout_at(deadline.into(), future).await.ok(),
         None => Some(future.await),

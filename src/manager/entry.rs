@@ -8,6 +8,7 @@ use tracing::Instrument;
 
 use super::guard::LockGuard;
 use super::record::AcquisitionRecord;
+use super::refusal::NO_UPGRADE;
 use super::Shared;
 use crate::error::LockError;
 use crate::ids::OwnerId;
@@ -42,15 +43,28 @@ impl Shared {
             return Err(LockError::Closed);
         };
         self.start();
-        if matches!(opts.mode_value(), Mode::Exclusive | Mode::Fair) {
-            let id = self.backend.lock_id(&lock_key);
-            if let Some(guard) = self.reenter_cohort(&id, owner, opts) {
-                return Ok(Some(guard));
+        let id = self.backend.lock_id(&lock_key);
+        match opts.mode_value() {
+            Mode::Exclusive | Mode::Fair => {
+                if let Some(guard) = self.reenter_cohort(&id, owner, opts) {
+                    return Ok(Some(guard));
+                }
+                // an owner holding the lock in the backend itself re-enters it there
+                if self.cohorted(opts) && !self.live.holds_directly(&id, owner) {
+                    return (self.acquire_in_cohort(key, &lock_key, opts, owner, wait)).await;
+                }
             }
-            // an owner holding the lock in the backend itself re-enters it there
-            if self.cohorted(opts) && !self.live.holds_directly(&id, owner) {
-                return (self.acquire_in_cohort(key, &lock_key, opts, owner, wait)).await;
+            Mode::Read if self.read_grouped(opts) && !self.live.holds_directly(&id, owner) => {
+                return (self.acquire_in_read_group(key, &lock_key, opts, owner, wait)).await;
             }
+            Mode::Write if self.read_groups.is_member(&id, owner) => {
+                let what = NO_UPGRADE.to_owned();
+                return Err(LockError::Unsupported {
+                    key: key.to_owned(),
+                    what,
+                });
+            }
+            _ => {}
         }
         self.acquire_in_backend(key, &lock_key, opts, owner, wait)
             .await

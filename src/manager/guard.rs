@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::live::Hold;
+use super::live::{Hold, Through};
 use super::Shared;
 use crate::backend::{Backend, LockParty, Released};
 use crate::background::MustComplete;
@@ -147,13 +147,15 @@ impl Releaser {
             key: key.to_owned(),
         };
         let hold = self.shared.live.take(self.number).ok_or_else(not_held)?;
-        let released = if hold.local_owner.is_some() {
-            self.shared.release_in_cohort(hold, lost).await
-        } else {
-            self.shared.stop_renewing(&hold);
-            let backend = self.shared.backend.clone();
-            let call = Box::pin(async move { release(&backend, &hold, lost).await });
-            MustComplete::new(call, &self.shared.background).await
+        let released = match hold.through {
+            Through::Cohort(_) => self.shared.release_in_cohort(hold, lost).await,
+            Through::ReadGroup(..) => self.shared.release_in_read_group(hold, lost).await,
+            Through::Backend => {
+                self.shared.stop_renewing(&hold);
+                let backend = self.shared.backend.clone();
+                let call = Box::pin(async move { release(&backend, &hold, lost).await });
+                MustComplete::new(call, &self.shared.background).await
+            }
         };
         match released {
             Ok(Released::Freed | Released::StillHeld) => {
@@ -170,8 +172,12 @@ impl Releaser {
         let Some(hold) = self.shared.live.take(self.number) else {
             return; // the shutdown released it
         };
-        if hold.local_owner.is_some() {
-            return self.shared.release_in_cohort_background(hold, lost);
+        match hold.through {
+            Through::Cohort(_) => return self.shared.release_in_cohort_background(hold, lost),
+            Through::ReadGroup(..) => {
+                return self.shared.release_in_read_group_background(hold, lost)
+            }
+            Through::Backend => {}
         }
         self.shared.stop_renewing(&hold);
         if let Backend::Memory(memory) = &*self.shared.backend {

@@ -28,16 +28,33 @@ pub(crate) struct Hold {
     /// The guard's lost signal: which watchdog lease it counts on.
     pub(crate) lost: Arc<LostSignal>,
     pub(crate) mode: Mode,
-    /// A hold of a cohort (see `cohort.rs`): the request it serves. `owner` is then the cohort's
-    /// owner in the backend, shared by the requests that hold the lock in turn.
-    pub(crate) local_owner: Option<OwnerId>,
+    /// Whether the request holds the backend's hold itself, or shares it.
+    pub(crate) through: Through,
+}
+
+/// How a request holds the backend's hold of its lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Through {
+    /// Itself: the hold's owner is the request's.
+    Backend,
+    /// Through its cohort (see `cohort.rs`), for the request of this owner. The hold's `owner` is
+    /// then the cohort's, shared by the requests that hold the lock in turn.
+    Cohort(OwnerId),
+    /// As a member of a read group (see `read_group.rs`): the group's number and the member
+    /// request's owner. The hold's `owner` is the group's, shared by its members at once.
+    ReadGroup(u64, OwnerId),
 }
 
 impl Hold {
     /// This hold of a cohort, held for the request of `owner`.
     pub(crate) fn for_request(&self, owner: &OwnerId) -> Hold {
+        self.through(Through::Cohort(owner.clone()))
+    }
+
+    /// This hold, held as `through` says.
+    pub(crate) fn through(&self, through: Through) -> Hold {
         Hold {
-            local_owner: Some(owner.clone()),
+            through,
             ..self.clone()
         }
     }
@@ -53,13 +70,13 @@ pub(crate) struct LiveHolds {
 #[derive(Debug, Default)]
 struct Table {
     holds: HashMap<u64, Hold>,
-    /// How many holds each owner has of each lock in the backend itself (not through a cohort).
+    /// How many holds each owner has of each lock in the backend itself (not shared).
     direct: HashMap<(LockId, OwnerId), u32>,
 }
 
 impl Table {
     fn count_direct(&mut self, hold: &Hold, up: bool) {
-        if hold.local_owner.is_some() {
+        if hold.through != Through::Backend {
             return;
         }
         let key = (hold.id.clone(), hold.owner.clone());
@@ -102,21 +119,21 @@ impl LiveHolds {
         hold
     }
 
-    /// Whether `owner` holds `id` in the backend itself (not through a cohort): its re-entries go
-    /// there too.
+    /// Whether `owner` holds `id` in the backend itself (not shared): its re-entries go there
+    /// too.
     pub(crate) fn holds_directly(&self, id: &LockId, owner: &OwnerId) -> bool {
         let table = self.table();
         table.direct.contains_key(&(id.clone(), owner.clone()))
     }
 
-    /// Make the hold `number` a cohort's, held for the request of `owner`; the cohort's hold in
-    /// the backend is returned.
-    pub(crate) fn adopt(&self, number: u64, owner: &OwnerId) -> Option<Hold> {
+    /// Make the hold `number` a shared one, held as `through` says; the backend's hold is
+    /// returned.
+    pub(crate) fn adopt(&self, number: u64, through: Through) -> Option<Hold> {
         let mut table = self.table();
         let hold = table.holds.get(&number)?.clone();
         table.count_direct(&hold, false);
         if let Some(live) = table.holds.get_mut(&number) {
-            live.local_owner = Some(owner.clone());
+            live.through = through;
         }
         Some(hold)
     }

@@ -11,6 +11,8 @@ mod guard;
 mod live;
 mod outage;
 mod owner;
+mod read_group;
+mod read_group_requests;
 mod record;
 mod refusal;
 mod shutdown;
@@ -32,6 +34,7 @@ use closing::Closing;
 use cohort::{Cohorts, DEFAULT_HANDOFFS};
 use live::LiveHolds;
 use outage::Outage;
+use read_group::ReadGroups;
 use watchdog_task::WatchdogTask;
 
 use crate::backend::memory::MemoryBackend;
@@ -115,6 +118,8 @@ pub(crate) struct Shared {
     outage: Outage,
     /// The exclusive requests of this process, by lock, in front of the backend.
     cohorts: Arc<Cohorts>,
+    /// The read requests of this process, by lock, sharing read holds of the backend.
+    read_groups: Arc<ReadGroups>,
 }
 
 impl Shared {
@@ -159,6 +164,7 @@ impl Shared {
             live: LiveHolds::default(),
             outage: Outage::default(),
             cohorts: Arc::new(Cohorts::new(timing.handoffs)),
+            read_groups: Arc::new(ReadGroups::new(timing.handoffs)),
         }
     }
 
@@ -346,7 +352,8 @@ impl LockManager {
     /// for the same lock through another request is counted once that one is done: it waits
     /// behind it, then re-enters the lock or waits in its own turn.
     pub fn waiting(&self) -> usize {
-        self.shared.waiters.len() + self.shared.cohorts.waiting()
+        let shared = &self.shared;
+        shared.waiters.len() + shared.cohorts.waiting() + shared.read_groups.waiting()
     }
 
     /// Requests of this process queued for fair and shared locks right now (each heartbeat by the

@@ -24,6 +24,7 @@ impl Shared {
         // Waiting requests check again, find the manager closed and leave their queues.
         self.waiters.wake_all();
         self.cohorts.close();
+        self.read_groups.close();
         let limit = self.backend.attempt_timeout().unwrap_or_default() + STEP_MARGIN;
         if tokio::time::timeout(limit, self.closing.ended())
             .await

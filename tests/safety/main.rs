@@ -15,6 +15,7 @@ mod lease_table;
 mod mixed_modes;
 mod outage;
 mod quorum_holds;
+mod read_groups;
 mod reentry_leases;
 mod restart;
 mod tokens;
