@@ -178,20 +178,32 @@ impl<'a> Acquisition<'a> {
     }
 
     /// A fair grant received: the lock is ours already, under a short claim lease (see the
-    /// implementation notes in `watchdog/claims.rs`).
+    /// implementation notes in `watchdog/claims.rs`). A grant whose claim may have run out
+    /// before it arrived (this process was frozen or cut off) is forgotten: the next attempt asks
+    /// Redis, which knows whether it still stands.
     fn take_grant(&mut self) -> Option<LockGuard> {
         let ticket = self.ticket.as_mut()?;
         let token = ticket.grant()?;
-        ticket.acquired();
-        let (queued, held) = (ticket.as_queued(), ticket.as_held());
-        tracing::debug!(key = self.key, token, waited = ?self.started.elapsed(), "fair lock granted");
         // The claim lease began when Redis made the grant, which this process may learn of late
         // (it was frozen, say). The grant came after the one attempt that found the lock busy (it
         // joined the queue), and after the last heartbeat that found this request still queued:
         // the claim is counted from the later of the two.
-        let confirmed = self.shared.queued.confirmed(&queued);
+        let confirmed = self.shared.queued.confirmed(&ticket.as_queued());
         let since = self.busy_since.max(confirmed).unwrap_or(self.started);
         let claim = self.shared.claim.min(self.lease);
+        if since + claim <= Instant::now() {
+            tracing::debug!(
+                key = self.key,
+                token,
+                "a fair grant arrived after its claim could have run out"
+            );
+            ticket.forget_grant();
+            self.busy_attempts = 1;
+            return None;
+        }
+        ticket.acquired();
+        let held = ticket.as_held();
+        tracing::debug!(key = self.key, token, waited = ?self.started.elapsed(), "fair lock granted");
         let (guard, lost) = self.guard(token, since, claim);
         // The watchdog's next heartbeat round (due well within the claim) extends the claim to
         // the request's lease, batched with the other grants, and moves the guard's deadline.

@@ -9,6 +9,7 @@ mod beat_round;
 mod cancelled_take;
 mod cohorts;
 mod drift;
+mod expired_grant;
 mod failed_wake;
 mod late_grant;
 mod lease_table;

@@ -17,12 +17,28 @@ local function drop_shared(lock, holders, owner)
   redis.call('ZREM', holders, owner)
 end
 
--- Drop the holds of the shared `lock` whose lease ran out by `now` (server ms).
+-- Drop the holds of the shared `lock` whose lease ran out by `now` (server ms). The holders' zset
+-- may have expired with its last holds, leaving their fields in the hash: a write hold no longer
+-- in the zset is dropped too, since its mark would keep reads out.
 local function purge(lock, holders, now)
   local gone = redis.call('ZRANGEBYSCORE', holders, '-inf', now)
   for _, owner in ipairs(gone) do
     drop_shared(lock, holders, owner)
   end
+  local writer = redis.call('HGET', lock, '#x')
+  if writer and not redis.call('ZSCORE', holders, writer) then
+    drop_shared(lock, holders, writer)
+  end
+end
+
+-- Whether `owner`'s hold of the shared `lock` (its fields in the hash) is live: in the holders'
+-- zset. One that is not went with the zset when its lease ran out; its fields are dropped.
+local function live_hold(lock, holders, owner)
+  if redis.call('ZSCORE', holders, owner) then
+    return true
+  end
+  drop_shared(lock, holders, owner)
+  return false
 end
 
 -- Whether a hold of `kind` fits beside the holders of a `family` lock: a read beside reads, a

@@ -30,7 +30,7 @@ end
 local now = now_ms()
 purge(lock, holders, now)
 local held = redis.call('HMGET', lock, owner, '#x', '#g:' .. owner, '#t:' .. owner)
-if held[1] then
+if held[1] and live_hold(lock, holders, owner) then
   local expires = int(now + tonumber(lease))
   if queued and held[3] then
     -- A grant to a wait of this owner whose message we have not received (or that the wait left

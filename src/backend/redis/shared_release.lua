@@ -9,7 +9,7 @@ local lock, holders, q, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, token = ARGV[1], ARGV[4]
 purge(lock, holders, now_ms())
 local state = redis.call('HMGET', lock, owner, '#t:' .. owner, '#s')
-if not state[1] or (token and state[2] ~= token) then
+if not state[1] or (token and state[2] ~= token) or not live_hold(lock, holders, owner) then
   return -1
 end
 if state[1] ~= '1' then
