@@ -165,7 +165,9 @@ impl LockOptions {
     /// in memory while one of them takes or holds it, up to the bound, and it goes back to Redis
     /// with the last of them. A write of another process queued meanwhile waits for those reads
     /// too, at most the bound of them. A read of an owner that holds one this way may not ask to
-    /// write (refused at once, as in Redis).
+    /// write (refused at once, as in Redis). Such a read's token rises against every write, but
+    /// may be below that of a read another process took meanwhile: reads fence nothing between
+    /// them.
     pub fn cohort_order(mut self) -> Self {
         self.cohort_order = true;
         self

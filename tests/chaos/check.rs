@@ -1,7 +1,7 @@
 //! Reading the clients' logs after a run, and checking them against the README's promises
 //! ("Guarantees"):
 //!
-//! - exclusion: two holds of one key overlap only if the earlier holder (the lower token: the
+//! - exclusion: two holds of one key (not both reads) overlap only if the earlier holder (the lower token: the
 //!   earlier grant) was told its lease was lost before its hold ended; a restart that forgets locks (empty, from a snapshot, from an AOF
 //!   cut back) is outside that promise, but the earlier holder must then learn it within one
 //!   renewal period of the server coming back;
@@ -21,6 +21,8 @@ pub enum Write {
     Accepted,
     Refused,
     Failed,
+    /// A read hold: it wrote nothing, and excludes writes only.
+    Read,
 }
 
 #[derive(Debug, Clone)]
@@ -103,6 +105,7 @@ impl ClientLog {
                     write: match f[6] {
                         "accepted" => Write::Accepted,
                         "refused" => Write::Refused,
+                        "read" => Write::Read,
                         _ => Write::Failed,
                     },
                 }),
@@ -119,6 +122,7 @@ impl ClientLog {
 pub struct Report {
     pub holds: usize,
     pub lost_holds: usize,
+    pub reads: usize,
     pub acquires: usize,
     pub timeouts: usize,
     pub unavailable: usize,
@@ -198,6 +202,7 @@ pub fn check(logs: &[ClientLog], faults: &[Fault]) -> Report {
                 r.refused_unaware += usize::from(h.lost.is_none());
             }
             Write::Failed => r.failed_writes += 1,
+            Write::Read => r.reads += 1,
         }
     }
     for key in 0..KEYS {
@@ -209,12 +214,15 @@ pub fn check(logs: &[ClientLog], faults: &[Fault]) -> Report {
     r
 }
 
-/// Overlapping holds of one key (sorted by start).
+/// Overlapping holds of one key (sorted by start), but two reads.
 fn check_exclusion(holds: &[&Hold], faults: &[Fault], r: &mut Report) {
     // the lost signal reaches a holder within one renewal period of the server coming back
     let renewal = (LEASE / 3 + LATE_MARGIN).as_nanos() as u64;
     for (i, a) in holds.iter().enumerate() {
         for b in holds[i + 1..].iter().take_while(|b| b.start < a.end) {
+            if a.write == Write::Read && b.write == Write::Read {
+                continue;
+            }
             r.overlaps += 1;
             // The earlier grant is the one with the lower token: a hold whose process froze
             // between its grant and its first log (its lease ran out meanwhile) starts late.
@@ -253,17 +261,20 @@ fn check_exclusion(holds: &[&Hold], faults: &[Fault], r: &mut Report) {
 }
 
 /// A hold that starts after another ended has a larger token (holds told lost aside: their start
-/// may have been logged late).
+/// may have been logged late), unless both are reads: reads exclude nothing of each other, and a
+/// read that joins its process's read hold takes the next token of that hold's block, whatever
+/// other processes' reads took since (README, "Read groups").
 fn check_tokens(holds: &[&Hold], r: &mut Report) {
-    let mut by_end: Vec<&Hold> = holds.iter().copied().filter(|h| h.lost.is_none()).collect();
-    by_end.sort_by_key(|h| h.end);
-    // the largest token among the holds ended so far, as the end times grow
-    let mut highest = Vec::with_capacity(by_end.len());
-    for h in &by_end {
-        let before = highest.last().map_or(0, |(_, t)| *t);
-        highest.push((h.end, before.max(h.token)));
-    }
+    let (all, writes) = (
+        highest_ended(holds, |_| true),
+        highest_ended(holds, |h| h.write != Write::Read),
+    );
     for b in holds.iter().filter(|h| h.lost.is_none()) {
+        let highest = if b.write == Write::Read {
+            &writes
+        } else {
+            &all
+        };
         let ended_before = highest.partition_point(|(end, _)| *end < b.start);
         if ended_before > 0 && highest[ended_before - 1].1 >= b.token {
             r.token_inversions += 1;
@@ -275,6 +286,21 @@ fn check_tokens(holds: &[&Hold], r: &mut Report) {
             ));
         }
     }
+}
+
+/// The largest token among the holds chosen by `counted` that ended by each end time, in order of
+/// end (holds told lost aside).
+fn highest_ended(holds: &[&Hold], counted: impl Fn(&Hold) -> bool) -> Vec<(u64, u64)> {
+    let mut by_end: Vec<&Hold> = (holds.iter().copied())
+        .filter(|h| h.lost.is_none() && counted(h))
+        .collect();
+    by_end.sort_by_key(|h| h.end);
+    let mut highest: Vec<(u64, u64)> = Vec::with_capacity(by_end.len());
+    for h in &by_end {
+        let before = highest.last().map_or(0, |(_, t)| *t);
+        highest.push((h.end, before.max(h.token)));
+    }
+    highest
 }
 
 impl Report {
@@ -290,10 +316,11 @@ impl Report {
             self.hung_tasks
         );
         println!(
-            "holds: {} ({} told lost); fenced writes: {} accepted, {} refused for a stale token \
+            "holds: {} ({} told lost, {} reads); fenced writes: {} accepted, {} refused for a stale token \
              ({} of them by holders never told lost), {} failed",
             self.holds,
             self.lost_holds,
+            self.reads,
             self.accepted,
             self.refused,
             self.refused_unaware,

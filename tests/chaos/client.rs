@@ -3,7 +3,8 @@
 //! (a frozen client keeps what it wrote; `check.rs` reads them):
 //!
 //! - `A <start ns> <duration ns> <ok|timeout|unavailable|other:…>`
-//! - `H <key> <token> <start ns> <end ns> <lost ns|-> <accepted|refused|failed>`
+//! - `H <key> <token> <start ns> <end ns> <lost ns|-> <accepted|refused|failed|read>`: a read
+//!   writes nothing
 //! - `DONE <tasks finished> <tasks>`, last.
 
 use std::fs::{File, OpenOptions};
@@ -104,8 +105,8 @@ pub async fn run(index: usize) {
 
 impl Client {
     async fn contend(&self, mut rng: Rng) {
-        let opts = self.mode.options();
         while now_ns() < self.until {
+            let (opts, read) = self.mode.options(&mut rng);
             let key = rng.below(KEYS);
             let start = now_ns();
             let started = Instant::now();
@@ -119,7 +120,7 @@ impl Client {
             };
             self.log.line(format!("A {start} {took} {outcome}"));
             match acquired {
-                Ok(guard) => self.hold(key, guard, &mut rng).await,
+                Ok(guard) => self.hold(key, guard, read, &mut rng).await,
                 // Redis is down: do not spin on it
                 Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
             }
@@ -127,8 +128,8 @@ impl Client {
     }
 
     /// The critical section: hold a few ms (or until told the lease is lost), then the fenced
-    /// write, as a read-modify-write would do it.
-    async fn hold(&self, key: usize, guard: LockGuard, rng: &mut Rng) {
+    /// write, as a read-modify-write would do it (a `read` writes nothing).
+    async fn hold(&self, key: usize, guard: LockGuard, read: bool, rng: &mut Rng) {
         let start = now_ns();
         let token = guard.fencing_token();
         let lost_at = Arc::new(AtomicU64::new(0));
@@ -149,19 +150,12 @@ impl Client {
             _ = tokio::time::sleep(hold) => {}
             _ = guard.lost() => {}
         }
-        let written = tokio::time::timeout(
-            Duration::from_secs(10),
-            self.db
-                .execute(&self.write, &[&(token as i64), &(key as i32)]),
-        )
-        .await;
+        let written = match read {
+            true => "read",
+            false => self.fenced_write(key, token).await,
+        };
         let end = now_ns();
         watch.abort();
-        let written = match written {
-            Ok(Ok(1)) => "accepted",
-            Ok(Ok(_)) => "refused",
-            Ok(Err(_)) | Err(_) => "failed",
-        };
         let lost = match lost_at.load(Ordering::SeqCst) {
             0 if guard.is_lost() => end.to_string(),
             0 => "-".to_owned(),
@@ -171,5 +165,17 @@ impl Client {
             .line(format!("H {key} {token} {start} {end} {lost} {written}"));
         // Err(NotHeld) after a lost lease, Err(Unavailable) while Redis is down: both expected
         let _ = guard.release().await;
+    }
+
+    /// Write `token` to the row of `key`, which refuses a token below the one it has.
+    async fn fenced_write(&self, key: usize, token: u64) -> &'static str {
+        let (token, key) = (token as i64, key as i32);
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&token, &key];
+        let write = self.db.execute(&self.write, &params);
+        match tokio::time::timeout(Duration::from_secs(10), write).await {
+            Ok(Ok(1)) => "accepted",
+            Ok(Ok(_)) => "refused",
+            Ok(Err(_)) | Err(_) => "failed",
+        }
     }
 }

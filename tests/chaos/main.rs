@@ -1,7 +1,8 @@
 //! The chaos test: three client processes (this binary, run again as a child) × 32 tasks contend
 //! for 4 locks, in exclusive (each process handing locks on between its tasks in memory: lock
-//! cohorting, the default), uncohorted (exclusive, every hold through Redis), fair and quorum
-//! (3 masters) modes, while a seeded fault schedule
+//! cohorting, the default), uncohorted (exclusive, every hold through Redis), fair, read-groups
+//! (reads of one read/write lock with `cohort_order`, each process's reads sharing read holds,
+//! and one write in four) and quorum (3 masters) modes, while a seeded fault schedule
 //! kills Redis connections, restarts Redis (empty, from an RDB snapshot, from an `everysec` AOF cut
 //! back by its last second), freezes Redis or a client process, kills a client process (and starts
 //! a new one in its place), and cuts, delays or partitions a client from Redis or from one quorum
@@ -48,17 +49,25 @@ enum Mode {
     Exclusive,
     Uncohorted,
     Fair,
+    ReadGroups,
     Quorum,
 }
 
 impl Mode {
-    const ALL: [Mode; 4] = [Mode::Exclusive, Mode::Uncohorted, Mode::Fair, Mode::Quorum];
+    const ALL: [Mode; 5] = [
+        Mode::Exclusive,
+        Mode::Uncohorted,
+        Mode::Fair,
+        Mode::ReadGroups,
+        Mode::Quorum,
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Mode::Exclusive => "exclusive",
             Mode::Uncohorted => "uncohorted",
             Mode::Fair => "fair",
+            Mode::ReadGroups => "read-groups",
             Mode::Quorum => "quorum",
         }
     }
@@ -70,12 +79,21 @@ impl Mode {
             .unwrap_or_else(|| panic!("unknown chaos mode {name:?}"))
     }
 
-    fn options(self) -> LockOptions {
+    /// The options of the next acquisition; whether it is a read (which excludes writes only).
+    fn options(self, rng: &mut Rng) -> (LockOptions, bool) {
+        if self == Mode::ReadGroups && rng.below(4) != 0 {
+            return (LockOptions::read().cohort_order().wait_timeout(WAIT), true);
+        }
+        (self.excluding().wait_timeout(WAIT), false)
+    }
+
+    /// The options of a hold that excludes every other of the mode.
+    fn excluding(self) -> LockOptions {
         match self {
             Mode::Fair => LockOptions::fair(),
+            Mode::ReadGroups => LockOptions::write(),
             Mode::Exclusive | Mode::Uncohorted | Mode::Quorum => LockOptions::exclusive(),
         }
-        .wait_timeout(WAIT)
     }
 
     fn servers(self) -> usize {
@@ -130,7 +148,7 @@ async fn manager(mode: Mode, urls: &[String]) -> Result<LockManager, LockError> 
     match mode {
         Mode::Quorum => builder.quorum(urls).node_timeout(NODE_TIMEOUT),
         Mode::Uncohorted => builder.redis(&urls[0]).local_handoffs(0),
-        Mode::Exclusive | Mode::Fair => builder.redis(&urls[0]),
+        Mode::Exclusive | Mode::Fair | Mode::ReadGroups => builder.redis(&urls[0]),
     }
     .build()
     .await
@@ -200,7 +218,11 @@ fn run(runtime: &tokio::runtime::Runtime, mode: Mode, length: Duration, seed: u6
         "\n== chaos {}: {CLIENTS} clients × {TASKS} tasks, {KEYS} keys, lease {LEASE:?}, {length:?}",
         mode.name()
     );
-    let table = format!("chaos_{}_{}", std::process::id(), mode.name());
+    let table = format!(
+        "chaos_{}_{}",
+        std::process::id(),
+        mode.name().replace('-', "_")
+    );
     let db = runtime.block_on(async {
         let db = postgres().await;
         db.batch_execute(&format!(
@@ -300,7 +322,7 @@ fn run(runtime: &tokio::runtime::Runtime, mode: Mode, length: Duration, seed: u6
         let mut slowest = Duration::ZERO;
         for key in 0..KEYS {
             let started = Instant::now();
-            let opts = mode.options().wait_timeout(bound);
+            let opts = mode.excluding().wait_timeout(bound);
             match m.acquire(&format!("chaos-{key}"), &opts).await {
                 Ok(guard) => {
                     slowest = slowest.max(started.elapsed());
