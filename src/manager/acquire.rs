@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::entry::Request;
 use super::guard::{LockGuard, LockInfo};
 use super::live::{Hold, Through};
 use super::refusal::{mixed_modes, NO_UPGRADE};
@@ -15,9 +16,8 @@ use crate::backend::{AcquireRequest, Attempt};
 use crate::background::{MustComplete, Undo, Work};
 use crate::error::{BoxError, LockError};
 use crate::ids::OwnerId;
-use crate::key::LockKey;
 use crate::lease::LostSignal;
-use crate::options::{Lease, LockOptions, Mode};
+use crate::options::{Lease, Mode};
 use crate::waiters::LockId;
 
 /// Retry after this long when the backend could not say how long the holder keeps the lock.
@@ -35,14 +35,10 @@ impl Shared {
     /// Acquire `key` for `owner` in the backend itself.
     pub(super) async fn acquire_in_backend(
         self: &Arc<Self>,
-        key: &str,
-        lock_key: &LockKey,
-        opts: &LockOptions,
-        owner: &OwnerId,
-        wait: bool,
+        req: Request<'_>,
     ) -> Result<Option<LockGuard>, LockError> {
-        let mut acquisition = Acquisition::new(self, key, lock_key, opts, owner);
-        if wait {
+        let mut acquisition = Acquisition::new(self, req);
+        if req.wait {
             acquisition.join_waiters().await?;
         }
         loop {
@@ -101,13 +97,8 @@ struct Acquisition<'a> {
 }
 
 impl<'a> Acquisition<'a> {
-    fn new(
-        shared: &'a Arc<Shared>,
-        key: &'a str,
-        lock_key: &LockKey,
-        opts: &LockOptions,
-        owner: &'a OwnerId,
-    ) -> Self {
+    fn new(shared: &'a Arc<Shared>, req: Request<'a>) -> Self {
+        let (key, owner, opts) = (req.key, req.owner, req.opts);
         let started = Instant::now();
         let (lease, watched) = match opts.lease_value() {
             Lease::Watchdog => (shared.lease, true),
@@ -116,7 +107,7 @@ impl<'a> Acquisition<'a> {
         Acquisition {
             shared,
             key,
-            id: shared.backend.lock_id(lock_key),
+            id: shared.backend.lock_id(req.lock_key),
             owner,
             mode: opts.mode_value(),
             lease,

@@ -16,6 +16,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::futures::OwnedNotified;
 use tokio::sync::{oneshot, Notify};
 
+mod seat;
+
+pub(crate) use seat::{Inheritance, Seat, Succession};
+
 use super::live::{Hold, Through};
 use super::Shared;
 use crate::ids::OwnerId;
@@ -97,24 +101,6 @@ pub(crate) enum Turn {
     Alone,
 }
 
-/// The leader's place: taken, it makes the cohort's hold ([`Seat::established`]); dropped before
-/// that (the attempt failed, timed out or was cancelled), it passes the lead on.
-#[derive(Debug)]
-pub(crate) struct Seat {
-    cohorts: Arc<Cohorts>,
-    id: LockId,
-    armed: bool,
-}
-
-/// An inherited hold. Dropped unused (its request went away), it is released like a hold.
-#[derive(Debug)]
-pub(crate) struct Inheritance {
-    shared: Arc<Shared>,
-    /// The backend's hold, naming the request that inherits it.
-    pub(crate) hold: Option<Hold>,
-    pub(crate) token: u64,
-}
-
 /// What releasing a hold of a cohort asks of the caller.
 #[derive(Debug)]
 pub(crate) enum Released {
@@ -124,13 +110,6 @@ pub(crate) enum Released {
     ToBackend(Hold, Succession),
     /// The hold was not the cohort's holder's (the shutdown took it).
     NotHeld,
-}
-
-/// The next request of the cohort leads once this is dropped: after the backend's hold went.
-#[derive(Debug)]
-pub(crate) struct Succession {
-    cohorts: Arc<Cohorts>,
-    id: LockId,
 }
 
 impl Cohorts {
@@ -355,74 +334,5 @@ impl Cohort {
             }
         }
         false
-    }
-}
-
-impl Turn {
-    /// A turn that never reached its request: it must not act as if dropped by one.
-    fn disarm(self) {
-        match self {
-            Turn::Inherit(mut inheritance) => drop(inheritance.hold.take()),
-            Turn::Lead(mut seat) => seat.armed = false,
-            Turn::Alone => {}
-        }
-    }
-}
-
-impl Seat {
-    /// The leader took the lock in the backend: `hold` (its live hold) is the cohort's now.
-    /// `connections`: the manager's count of connection troubles when the leader began.
-    pub(crate) fn established(mut self, hold: Hold, connections: u64) {
-        self.armed = false;
-        self.cohorts.establish(&self.id, hold, connections);
-    }
-
-    /// The leader's attempt failed: the cohort ends, and every request waiting in it asks the
-    /// backend alone ([`Turn::Alone`]).
-    pub(crate) fn disband(mut self) {
-        self.armed = false;
-        let mut table = self.cohorts.table();
-        if let Some(cohort) = table.cohorts.remove(&self.id) {
-            cohort.settled.notify_waiters();
-            for (_, turn) in cohort.waiting {
-                let _ = turn.send(Turn::Alone);
-            }
-        }
-    }
-}
-
-impl Drop for Seat {
-    fn drop(&mut self) {
-        if self.armed {
-            let mut table = self.cohorts.table();
-            if let Some(cohort) = table.cohorts.get_mut(&self.id) {
-                cohort.holder = None;
-            }
-            drop(table);
-            self.cohorts.succeed(&self.id);
-        }
-    }
-}
-
-impl Inheritance {
-    /// Take the hold: the request holds the lock now.
-    pub(crate) fn take(mut self) -> Option<(Hold, u64)> {
-        Some((self.hold.take()?, self.token))
-    }
-}
-
-impl Drop for Inheritance {
-    fn drop(&mut self) {
-        // never taken: the request went away after the hand-off; release it as its holder would
-        if let Some(hold) = self.hold.take() {
-            let lost = hold.lost.is_lost();
-            self.shared.release_in_cohort_background(hold, lost);
-        }
-    }
-}
-
-impl Drop for Succession {
-    fn drop(&mut self) {
-        self.cohorts.succeed(&self.id);
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use super::cohort::{self, Enter, Seat, Turn};
+use super::entry::Request;
 use super::guard::{release, LockGuard, LockInfo, Releaser};
 use super::live::{Hold, Through};
 use super::Shared;
@@ -15,7 +16,6 @@ use crate::backend::{Backend, Released};
 use crate::background::MustComplete;
 use crate::error::{BoxError, LockError};
 use crate::ids::OwnerId;
-use crate::key::LockKey;
 use crate::lease::LostSignal;
 use crate::options::{Lease, LockOptions, Mode};
 use crate::waiters::LockId;
@@ -63,16 +63,13 @@ impl Shared {
         Some(self.cohort_guard(hold, info))
     }
 
-    /// Acquire `key` for `owner` through the cohort of its lock.
+    /// Acquire the lock of `req` through its cohort.
     pub(super) async fn acquire_in_cohort(
         self: &Arc<Self>,
-        key: &str,
-        lock_key: &LockKey,
-        opts: &LockOptions,
-        owner: &OwnerId,
-        wait: bool,
+        req: Request<'_>,
     ) -> Result<Option<LockGuard>, LockError> {
-        let id = self.backend.lock_id(lock_key);
+        let (key, opts, owner, wait) = (req.key, req.opts, req.owner, req.wait);
+        let id = self.backend.lock_id(req.lock_key);
         let started = Instant::now();
         let deadline = opts.wait_timeout_value().map(|t| started + t);
         // the wait is over: the lock stayed busy, or the backend is unreachable
@@ -105,33 +102,26 @@ impl Shared {
                 }
                 Turn::Lead(seat) => {
                     let opts = remaining(opts, deadline).ok_or_else(timeout)?;
-                    (self.lead_cohort(seat, key, lock_key, &opts, owner, wait)).await
+                    self.lead_cohort(seat, req.with_opts(&opts)).await
                 }
                 Turn::Alone => {
                     let opts = remaining(opts, deadline).ok_or_else(timeout)?;
-                    (self.acquire_in_backend(key, lock_key, &opts, owner, wait)).await
+                    self.acquire_in_backend(req.with_opts(&opts)).await
                 }
             };
         }
     }
 
     /// Take the lock in the backend for the cohort, under an owner id of its own (so that no
-    /// request of this process re-enters the backend's hold by accident), for `owner`'s request.
+    /// request of this process re-enters the backend's hold by accident), for `req`.
     async fn lead_cohort(
         self: &Arc<Self>,
         seat: Seat,
-        key: &str,
-        lock_key: &LockKey,
-        opts: &LockOptions,
-        owner: &OwnerId,
-        wait: bool,
+        req: Request<'_>,
     ) -> Result<Option<LockGuard>, LockError> {
         let leader = self.new_owner_id();
         let connections = self.waiters.wake_alls();
-        let acquired = match self
-            .acquire_in_backend(key, lock_key, opts, &leader, wait)
-            .await
-        {
+        let acquired = match self.acquire_in_backend(req.by(&leader)).await {
             // the others' waits would end one after another, each after this one's answer
             Err(err) if !matches!(err, LockError::Timeout { .. }) => {
                 seat.disband();
@@ -142,9 +132,10 @@ impl Shared {
         let Some(guard) = acquired else {
             return Ok(None);
         };
+        let through = Through::Cohort(req.owner.clone());
         if let Some(hold) = guard
             .hold_number()
-            .and_then(|n| self.live.adopt(n, Through::Cohort(owner.clone())))
+            .and_then(|n| self.live.adopt(n, through))
         {
             seat.established(hold, connections);
         }

@@ -15,6 +15,30 @@ use crate::ids::OwnerId;
 use crate::key::LockKey;
 use crate::options::{LockOptions, Mode};
 
+/// What one acquisition asks for, as each route passes it on.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Request<'a> {
+    /// The lock name, as given.
+    pub(super) key: &'a str,
+    pub(super) lock_key: &'a LockKey,
+    pub(super) opts: &'a LockOptions,
+    pub(super) owner: &'a OwnerId,
+    /// Whether it may wait (else one attempt: `Ok(None)` when busy).
+    pub(super) wait: bool,
+}
+
+impl<'a> Request<'a> {
+    /// The same request, with `opts`.
+    pub(super) fn with_opts(self, opts: &'a LockOptions) -> Self {
+        Request { opts, ..self }
+    }
+
+    /// The same request, made by `owner`.
+    pub(super) fn by(self, owner: &'a OwnerId) -> Self {
+        Request { owner, ..self }
+    }
+}
+
 impl Shared {
     /// Acquire `key` for `owner`; with `wait` false, one attempt only (`Ok(None)` when busy).
     pub(crate) async fn acquire(
@@ -43,6 +67,13 @@ impl Shared {
             return Err(LockError::Closed);
         };
         self.start();
+        let req = Request {
+            key,
+            lock_key: &lock_key,
+            opts,
+            owner,
+            wait,
+        };
         let id = self.backend.lock_id(&lock_key);
         match opts.mode_value() {
             Mode::Exclusive | Mode::Fair => {
@@ -51,11 +82,11 @@ impl Shared {
                 }
                 // an owner holding the lock in the backend itself re-enters it there
                 if self.cohorted(opts) && !self.live.holds_directly(&id, owner) {
-                    return (self.acquire_in_cohort(key, &lock_key, opts, owner, wait)).await;
+                    return self.acquire_in_cohort(req).await;
                 }
             }
             Mode::Read if self.read_grouped(opts) && !self.live.holds_directly(&id, owner) => {
-                return (self.acquire_in_read_group(key, &lock_key, opts, owner, wait)).await;
+                return self.acquire_in_read_group(req).await;
             }
             Mode::Write if self.read_groups.is_member(&id, owner) => {
                 let what = NO_UPGRADE.to_owned();
@@ -66,7 +97,6 @@ impl Shared {
             }
             _ => {}
         }
-        self.acquire_in_backend(key, &lock_key, opts, owner, wait)
-            .await
+        self.acquire_in_backend(req).await
     }
 }

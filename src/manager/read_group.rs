@@ -13,6 +13,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::oneshot;
 
+mod seat;
+
+pub(crate) use seat::{Membership, ReadSeat};
+
 use super::live::{Hold, Through};
 use super::Shared;
 use crate::ids::OwnerId;
@@ -80,24 +84,6 @@ pub(crate) enum ReadTurn {
     Again,
     /// The leader's attempt failed: ask the backend alone, to learn its own answer.
     Alone,
-}
-
-/// The leader's place: taken, it makes the group's hold ([`ReadSeat::established`]); dropped
-/// before that, the group ends and its waiting reads enter again.
-#[derive(Debug)]
-pub(crate) struct ReadSeat {
-    groups: Arc<ReadGroups>,
-    id: LockId,
-    pub(crate) number: u64,
-    armed: bool,
-}
-
-/// A membership sent to a waiting read. Dropped unused (its request went away), it leaves.
-#[derive(Debug)]
-pub(crate) struct Membership {
-    shared: Arc<Shared>,
-    hold: Option<Hold>,
-    token: u64,
 }
 
 impl ReadGroups {
@@ -311,48 +297,6 @@ impl Group {
     fn end(self, turn: fn() -> ReadTurn) {
         for (_, waiting) in self.waiting {
             let _ = waiting.send(turn());
-        }
-    }
-}
-
-impl ReadSeat {
-    /// The leader took the read hold: `hold` (its live hold) is the group's now, and the reads
-    /// waiting join it. `connections`: the manager's count of connection troubles when the
-    /// leader began.
-    pub(crate) fn established(mut self, hold: Hold, connections: u64, shared: &Arc<Shared>) {
-        self.armed = false;
-        (self.groups).establish(&self.id, self.number, hold, connections, shared);
-    }
-
-    /// The leader's attempt failed: the group ends, and every read waiting for it asks the
-    /// backend alone.
-    pub(crate) fn disband(mut self) {
-        self.armed = false;
-        (self.groups).end_unheld(&self.id, self.number, || ReadTurn::Alone);
-    }
-}
-
-impl Drop for ReadSeat {
-    fn drop(&mut self) {
-        if self.armed {
-            (self.groups).end_unheld(&self.id, self.number, || ReadTurn::Again);
-        }
-    }
-}
-
-impl Membership {
-    /// Take the membership: the request holds through the group now.
-    pub(crate) fn take(mut self) -> Option<(Hold, u64)> {
-        Some((self.hold.take()?, self.token))
-    }
-}
-
-impl Drop for Membership {
-    fn drop(&mut self) {
-        // never taken: the request went away after it joined; it leaves as a member would
-        if let Some(hold) = self.hold.take() {
-            let lost = hold.lost.is_lost();
-            self.shared.release_in_read_group_background(hold, lost);
         }
     }
 }

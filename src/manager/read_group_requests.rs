@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::cohort_requests::{remaining, until, VERDICT};
+use super::entry::Request;
 use super::guard::{release, LockGuard};
 use super::live::{Hold, Through};
 use super::read_group::{EnterRead, ReadSeat, ReadTurn};
@@ -13,8 +14,6 @@ use super::Shared;
 use crate::backend::Released;
 use crate::background::MustComplete;
 use crate::error::{BoxError, LockError};
-use crate::ids::OwnerId;
-use crate::key::LockKey;
 use crate::options::{Lease, LockOptions, Mode};
 
 impl Shared {
@@ -29,16 +28,13 @@ impl Shared {
             && self.backend_has_cohorts()
     }
 
-    /// Acquire a read hold of `key` for `owner` through a read group of its lock.
+    /// Acquire a read hold of the lock of `req` through a read group.
     pub(super) async fn acquire_in_read_group(
         self: &Arc<Self>,
-        key: &str,
-        lock_key: &LockKey,
-        opts: &LockOptions,
-        owner: &OwnerId,
-        wait: bool,
+        req: Request<'_>,
     ) -> Result<Option<LockGuard>, LockError> {
-        let id = self.backend.lock_id(lock_key);
+        let (key, opts, owner, wait) = (req.key, req.opts, req.owner, req.wait);
+        let id = self.backend.lock_id(req.lock_key);
         let started = Instant::now();
         let deadline = opts.wait_timeout_value().map(|t| started + t);
         let timeout = || self.wait_over(key, started);
@@ -47,7 +43,7 @@ impl Shared {
             let turn = match self.read_groups.enter(&id, owner, wait, connections) {
                 EnterRead::Lead(seat) => {
                     let opts = remaining(opts, deadline).ok_or_else(timeout)?;
-                    return (self.lead_read_group(seat, key, lock_key, &opts, owner, wait)).await;
+                    return self.lead_read_group(seat, req.with_opts(&opts)).await;
                 }
                 EnterRead::Joined(hold, token) => return Ok(Some(self.held_guard(hold, token))),
                 EnterRead::Closed => return Err(LockError::Closed),
@@ -75,26 +71,22 @@ impl Shared {
                 ReadTurn::Again => continue,
                 ReadTurn::Alone => {
                     let opts = remaining(opts, deadline).ok_or_else(timeout)?;
-                    return (self.acquire_in_backend(key, lock_key, &opts, owner, wait)).await;
+                    return self.acquire_in_backend(req.with_opts(&opts)).await;
                 }
             }
         }
     }
 
     /// Take the read hold in the backend for a new group, under an owner id of its own, for
-    /// `owner`'s request.
+    /// `req`.
     async fn lead_read_group(
         self: &Arc<Self>,
         seat: ReadSeat,
-        key: &str,
-        lock_key: &LockKey,
-        opts: &LockOptions,
-        owner: &OwnerId,
-        wait: bool,
+        req: Request<'_>,
     ) -> Result<Option<LockGuard>, LockError> {
         let leader = self.new_owner_id();
         let connections = self.waiters.wake_alls();
-        let acquiring = self.acquire_in_backend(key, lock_key, opts, &leader, wait);
+        let acquiring = self.acquire_in_backend(req.by(&leader));
         let guard = match acquiring.await {
             // the waiting reads would learn it one after another, each after this one's answer
             Err(err) if !matches!(err, LockError::Timeout { .. }) => {
@@ -105,7 +97,7 @@ impl Shared {
             // busy, or timed out: the seat, dropped, lets the waiting reads enter again
             other => return other,
         };
-        let through = Through::ReadGroup(seat.number, owner.clone());
+        let through = Through::ReadGroup(seat.number, req.owner.clone());
         if let Some(hold) = guard
             .hold_number()
             .and_then(|n| self.live.adopt(n, through))
