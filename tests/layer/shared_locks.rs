@@ -1,6 +1,6 @@
 //! Shared locks behind the layer and the actix-web middleware: read holds for the methods named by
-//! `read_methods` (they run together, a write runs alone), and a semaphore as a concurrency limit
-//! per key.
+//! `read_methods` (they run together, a write runs alone; with `cohort_order`, the reads of one
+//! replica share one Redis hold), and a semaphore as a concurrency limit per key.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -10,12 +10,13 @@ use axum::http::StatusCode;
 use tower_lock::{LockManager, LockOptions, RequestOptions};
 
 use crate::on_both_stacks;
-use crate::support::GENEROUS;
+use crate::support::{RedisServer, GENEROUS};
 use crate::web::stacks::{handler, Handler, Stack};
 use crate::web::{Bank, HttpClient};
 
 on_both_stacks!(
     reads_by_method_run_together,
+    reads_that_opt_in_share_one_redis_hold,
     writes_by_method_run_alone,
     a_semaphore_limits_the_requests_inside,
 );
@@ -51,6 +52,42 @@ async fn reads_by_method_run_together<S: Stack>() {
         (a.status, b.status, c.status),
         (StatusCode::OK, StatusCode::OK, StatusCode::OK)
     );
+}
+
+/// Three reads of one account meet inside a replica whose reads opt in to cohort order; each
+/// answers how many holders Redis counts for the account's lock while all three are in: one.
+async fn reads_that_opt_in_share_one_redis_hold<S: Stack>() {
+    let redis = Arc::new(RedisServer::start());
+    let manager = LockManager::redis(&redis.url()).await.unwrap();
+    let barrier = Arc::new(tokio::sync::Barrier::new(3));
+    let counting = handler(move || {
+        let (barrier, redis) = (barrier.clone(), redis.clone());
+        async move {
+            if tokio::time::timeout(GENEROUS, barrier.wait())
+                .await
+                .is_err()
+            {
+                return (StatusCode::REQUEST_TIMEOUT, String::new());
+            }
+            let holders = redis.cmd(&["ZCARD", "{tower-lock:accounts/1}:s"]);
+            (StatusCode::OK, format!("{:?}", holders.as_int()))
+        }
+    });
+    let options = RequestOptions::new()
+        .lock(LockOptions::read().cohort_order())
+        .read_methods(["GET"])
+        .wait_timeout(GENEROUS);
+    let server = S::handler(&manager, options, counting).await;
+    let client = HttpClient::default();
+    let (a, b, c) = tokio::join!(
+        client.send("GET", server.addr, "/accounts/1"),
+        client.send("GET", server.addr, "/accounts/1"),
+        client.send("GET", server.addr, "/accounts/1"),
+    );
+    for reply in [a, b, c] {
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.body, "Some(1)", "the reads took holds of their own");
+    }
 }
 
 async fn writes_by_method_run_alone<S: Stack>() {
