@@ -887,8 +887,10 @@ fn every_redis_key_is_namespaced() {
                     waited_key,
                     redis.keys()
                 );
+                // the lock and the waiting record at least (the fencing counter is written only
+                // after a hold shorter than a block's width of 64 µs)
                 let keys = redis.keys();
-                prop_assert!(keys.len() >= 3, "{}: {:?}", mode, keys);
+                prop_assert!(keys.len() >= 2, "{}: {:?}", mode, keys);
                 for key in &keys {
                     let text = String::from_utf8_lossy(key);
                     prop_assert!(

@@ -30,6 +30,7 @@ const SETUSER: &[&str] = &[
     // inside the scripts
     "+del",
     "+exists",
+    "+get",
     "+hdel",
     "+hexists",
     "+hget",

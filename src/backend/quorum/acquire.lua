@@ -20,7 +20,7 @@ if holds then
 end
 
 if not token then
-  token = take(lock, owner, lease, next_token(fence))
+  token = take(lock, owner, lease, reserve_token(fence))
   redis.call('HSET', lock, '#a', ARGV[6])
   if will_wait and not others then
     redis.call('ZREM', waiters, manager)

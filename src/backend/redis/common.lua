@@ -17,15 +17,16 @@ end
 -- to the next requests of its process without asking Redis (lock cohorting, `cohort.rs`).
 local TOKEN_BLOCK = 64
 
--- The next fencing token of a lock: above the last block of tokens reserved, and never below the
--- server's clock in microseconds. The clock is the floor that survives what the counter does not:
--- its expiry when the lock idles (60 s), a restart from a snapshot or an AOF that lost its last
--- writes, a failover to a replica that lagged. Tokens therefore strictly increase as long as the
--- clock of whichever server issues them does not go back, and a lock is acquired in Redis less
--- than once every TOKEN_BLOCK microseconds on average. On a quorum, tokens of different masters
--- also compare as their clocks do. One call in the usual case: SET ... GET stores the end of the
--- new block and returns the last one; only when that was not below the clock is it set again.
-local function next_token(fence)
+-- The next fencing token of a lock whose holds keep their blocks (shared locks, and a quorum's
+-- masters): above the last block of tokens reserved, and never below the server's clock in
+-- microseconds. The clock is the floor that survives what the counter does not: its expiry when
+-- the lock idles (60 s), a restart from a snapshot or an AOF that lost its last writes, a failover
+-- to a replica that lagged. Tokens therefore strictly increase as long as the clock of whichever
+-- server issues them does not go back, and a lock is acquired in Redis less than once every
+-- TOKEN_BLOCK microseconds on average. On a quorum, tokens of different masters also compare as
+-- their clocks do. One call in the usual case: SET ... GET stores the end of the new block and
+-- returns the last one; only when that was not below the clock is it set again.
+local function reserve_token(fence)
   local now = now_us()
   local last = tonumber(redis.call('SET', fence, int(now + TOKEN_BLOCK - 1), 'PX', '60000', 'GET') or '0')
   if last < now then
@@ -33,6 +34,25 @@ local function next_token(fence)
   end
   redis.call('SET', fence, int(last + TOKEN_BLOCK), 'PX', '60000')
   return last + 1
+end
+
+-- The next fencing token of an exclusive or fair lock: as the one above, but the counter is only
+-- read. Such a lock's hash keeps its token while it is held, and so the end of its block; the
+-- script that ends the hold retires the block (`retire_block`). `floor` (optional): a token the
+-- next one must reach (a block that ends in this script).
+local function next_token(fence, floor)
+  local token = math.max(now_us(), tonumber(redis.call('GET', fence) or '0') + 1)
+  return math.max(token, floor or 0)
+end
+
+-- A hold of an exclusive or fair lock made under `token` (a decimal string) ends: when its block
+-- may still be ahead of the clock (the hold lasted less than TOKEN_BLOCK µs), the counter keeps
+-- its end for the next token. A hold whose lease ran out lasted a millisecond at least.
+local function retire_block(fence, token)
+  local last = tonumber(token) + TOKEN_BLOCK - 1
+  if last >= now_us() and last > tonumber(redis.call('GET', fence) or '0') then
+    redis.call('SET', fence, int(last), 'PX', '60000')
+  end
 end
 
 -- Make `owner` the holder of the free `lock` for `lease` ms (a decimal string, as the script got it)
@@ -191,6 +211,8 @@ local MAX_SKIPPED = 100
 -- waiter running this script: it learns of a grant from the script's answer, not from a message.
 -- Returns the waiter the lock was granted to, false when nobody got it.
 local function grant_next(lock, q, fence, prefix, claim_ms, caller)
+  -- a grant undone below (its manager no longer listens) leaves its block to the next one
+  local floor
   for _ = 0, MAX_SKIPPED do
     local head = redis.call('LPOP', q)
     if not head then
@@ -201,15 +223,16 @@ local function grant_next(lock, q, fence, prefix, claim_ms, caller)
       -- waiters may remain behind the head: the new holder's release looks at the queue
       if head == caller then
         -- the caller learns of it from its script's answer: no wait is named
-        take(lock, owner_of(head), claim_ms, next_token(fence), '#f', '1', '#w', '1')
+        take(lock, owner_of(head), claim_ms, next_token(fence, floor), '#f', '1', '#w', '1')
         return head
       end
-      local token = take(lock, owner_of(head), claim_ms, next_token(fence), '#f', head, '#w', '1')
+      local token = take(lock, owner_of(head), claim_ms, next_token(fence, floor), '#f', head, '#w', '1')
       local grant = 'g|' .. lock .. '|' .. head .. '|' .. int(token)
       if redis.call('PUBLISH', prefix .. manager_of(head), grant) > 0 then
         return head
       end
       redis.call('DEL', lock)
+      floor = token + TOKEN_BLOCK
     end
   end
   return false

@@ -14,8 +14,10 @@ if redis.call('HGET', lock, '#f') ~= waiter then
 end
 -- the grant is dropped once: its wait no longer names it
 redis.call('HSET', lock, '#f', '1')
-if redis.call('HGET', lock, owner) == '1' then
+local held = redis.call('HMGET', lock, owner, '#t')
+if held[1] == '1' then
   redis.call('DEL', lock)
+  retire_block(fence, held[2])
   grant_next(lock, q, fence, ARGV[3], ARGV[4])
 else
   redis.call('HINCRBY', lock, owner, '-1')

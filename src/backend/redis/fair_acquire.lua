@@ -23,7 +23,8 @@ if holds then
     -- that left without using it): it is ours, not a re-entry. It gets a new token and no longer
     -- names a wait, so that neither the message, should it still come, nor the earlier wait's
     -- withdrawal finds an unused grant to pass on from under us.
-    token = next_token(fence)
+    -- the grant's block ends here: the new token is above it
+    token = next_token(fence, tonumber(token) + TOKEN_BLOCK)
     redis.call('HSET', lock, '#t', int(token), '#f', '1')
     redis.call('PEXPIRE', lock, lease)
     return token

@@ -8,14 +8,9 @@
 -- Returns -1 when the owner did not hold the lock (under that token), else the holds left (0:
 -- freed).
 local lock, waiters, owner, token = KEYS[1], KEYS[2], ARGV[1], ARGV[4]
-local state
-if token then
-  state = redis.call('HMGET', lock, owner, '#w', '#t')
-  if state[3] ~= token then
-    return -1
-  end
-else
-  state = redis.call('HMGET', lock, owner, '#w')
+local state = redis.call('HMGET', lock, owner, '#w', '#t')
+if token and state[3] ~= token then
+  return -1
 end
 local holds = state[1]
 if not holds then
@@ -26,6 +21,7 @@ if holds ~= '1' then
   return redis.call('HINCRBY', lock, owner, '-1')
 end
 redis.call('DEL', lock)
+retire_block(KEYS[4], state[3])
 if state[2] and not grant_next(lock, KEYS[3], KEYS[4], ARGV[2], ARGV[3]) then
   notify_next(waiters, ARGV[2], lock)
 end

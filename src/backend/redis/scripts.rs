@@ -234,6 +234,7 @@ mod tests {
                 "now_us",
                 "int",
                 "TOKEN_BLOCK",
+                "retire_block",
                 "next_token",
                 "take",
                 "manager_of",

@@ -57,7 +57,7 @@ end
 -- Make `owner` a holder of kind `kind` of the `family` lock for `ms` ms (a decimal string) from
 -- `now`, under a new fencing token. The lock's keys live at least as long as the hold.
 local function take_shared(lock, holders, fence, family, owner, kind, now, ms)
-  local token = next_token(fence)
+  local token = reserve_token(fence)
   redis.call('HSET', lock, '#s', family, owner, '1', '#t:' .. owner, int(token))
   if kind == 'w' then
     redis.call('HSET', lock, '#x', owner)

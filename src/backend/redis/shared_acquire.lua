@@ -36,7 +36,7 @@ if held[1] and live_hold(lock, holders, owner) then
     -- A grant to a wait of this owner whose message we have not received (or that the wait left
     -- unused): ours, as a new hold. No wait names it any more, so that neither the message nor
     -- the earlier wait's withdrawal finds an unused grant to drop from under us.
-    local token = next_token(fence)
+    local token = reserve_token(fence)
     redis.call('HSET', lock, '#t:' .. owner, int(token))
     redis.call('HDEL', lock, '#g:' .. owner)
     redis.call('ZADD', holders, expires, owner)
