@@ -263,7 +263,7 @@ fn check_exclusion(holds: &[&Hold], faults: &[Fault], r: &mut Report) {
 /// A hold that starts after another ended has a larger token (holds told lost aside: their start
 /// may have been logged late), unless both are reads: reads exclude nothing of each other, and a
 /// read that joins its process's read hold takes the next token of that hold's block, whatever
-/// other processes' reads took since (README, "Read groups").
+/// other processes' reads took since (README, "Lock cohorting").
 fn check_tokens(holds: &[&Hold], r: &mut Report) {
     let (all, writes) = (
         highest_ended(holds, |_| true),
