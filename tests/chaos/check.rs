@@ -147,7 +147,10 @@ fn overlaps(span: (u64, u64), fault: &Fault) -> bool {
 
 pub fn check(logs: &[ClientLog], faults: &[Fault]) -> Report {
     let mut r = Report::default();
-    for (client, log) in logs.iter().enumerate() {
+    for (index, log) in logs.iter().enumerate() {
+        // the log's process: the client's index, and which of its processes (a killed client is
+        // started again)
+        let client = format!("{} (log {index})", log.client);
         match log.done {
             None if log.killed => {}
             None => r
@@ -175,7 +178,7 @@ pub fn check(logs: &[ClientLog], faults: &[Fault]) -> Report {
             if a.took > (WAIT + LATE_MARGIN).as_nanos() as u64 {
                 let frozen = faults.iter().any(|f| {
                     f.kind == Kind::PauseClient
-                        && f.target == client
+                        && f.target == log.client
                         && overlaps((a.start, a.start + a.took), f)
                 });
                 if frozen {
