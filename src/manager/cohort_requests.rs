@@ -193,7 +193,7 @@ impl Shared {
     }
 
     /// The guard of a request holding `hold` (a cohort's), as `info` tells.
-    fn cohort_guard(self: &Arc<Self>, hold: Hold, info: LockInfo) -> LockGuard {
+    pub(super) fn cohort_guard(self: &Arc<Self>, hold: Hold, info: LockInfo) -> LockGuard {
         let number = self.live.insert(hold);
         let held = Releaser {
             shared: self.clone(),
@@ -247,7 +247,7 @@ pub(super) const VERDICT: Duration = Duration::from_millis(50);
 
 /// The lost signal of a re-entry with a fixed `lease` into the cohort's `hold`: lost when the
 /// lease ends, or when the cohort's is lost.
-fn fixed_lease_signal(hold: &Hold, lease: Duration) -> Arc<LostSignal> {
+pub(super) fn fixed_lease_signal(hold: &Hold, lease: Duration) -> Arc<LostSignal> {
     let own = Arc::new(LostSignal::new(
         hold.key.clone(),
         Some(Instant::now() + lease),

@@ -85,7 +85,12 @@ impl Shared {
                     return self.acquire_in_cohort(req).await;
                 }
             }
-            Mode::Read if self.read_grouped(opts) && !self.live.holds_directly(&id, owner) => {
+            // a member's re-entry joins its group, whatever its options: in the backend it would
+            // queue behind a write that waits for the member's first read
+            Mode::Read
+                if (self.read_grouped(opts) || self.read_groups.is_member(&id, owner))
+                    && !self.live.holds_directly(&id, owner) =>
+            {
                 return self.acquire_in_read_group(req).await;
             }
             Mode::Write if self.read_groups.is_member(&id, owner) => {

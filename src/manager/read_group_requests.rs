@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::cohort_requests::{remaining, until, VERDICT};
+use super::cohort_requests::{fixed_lease_signal, remaining, until, VERDICT};
 use super::entry::Request;
-use super::guard::{release, LockGuard};
+use super::guard::{release, LockGuard, LockInfo};
 use super::live::{Hold, Through};
 use super::read_group::{EnterRead, ReadSeat, ReadTurn};
 use super::Shared;
@@ -45,7 +45,9 @@ impl Shared {
                     let opts = remaining(opts, deadline).ok_or_else(timeout)?;
                     return self.lead_read_group(seat, req.with_opts(&opts)).await;
                 }
-                EnterRead::Joined(hold, token) => return Ok(Some(self.held_guard(hold, token))),
+                EnterRead::Joined(hold, token) => {
+                    return Ok(Some(self.member_guard(hold, token, opts)))
+                }
                 EnterRead::Closed => return Err(LockError::Closed),
                 EnterRead::Alone => ReadTurn::Alone,
                 EnterRead::Queued(mut next) => match until(deadline, &mut next).await {
@@ -75,6 +77,18 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// The guard of a read that joined a group (`hold`, under `token`). A re-entry with a fixed
+    /// lease reports itself lost at the end of that lease, or when the group's lease is lost if
+    /// that comes first.
+    fn member_guard(self: &Arc<Self>, hold: Hold, token: u64, opts: &LockOptions) -> LockGuard {
+        let lost = match opts.lease_value() {
+            Lease::Watchdog => hold.lost.clone(),
+            Lease::Fixed(lease) => fixed_lease_signal(&hold, lease),
+        };
+        let info = LockInfo::new(hold.key.clone(), token, lost);
+        self.cohort_guard(hold, info)
     }
 
     /// Take the read hold in the backend for a new group, under an owner id of its own, for

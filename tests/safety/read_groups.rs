@@ -367,3 +367,42 @@ async fn a_hold_whose_server_went_away_takes_no_new_member() {
     );
     drop(held);
 }
+
+/// A member's re-entry with a fixed lease (not a read that would join a group by itself) joins its
+/// group at once, though a write of another process waits; its guard is lost when its own lease
+/// ends, the group's hold staying.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_fixed_lease_reentry_joins_its_group() {
+    let server = RedisServer::start();
+    let (m, other) = (manager(&server, 8).await, manager(&server, 8).await);
+    let owner = m.owner();
+    let first = owner.acquire("f", &read()).await.unwrap();
+    let write = tokio::spawn({
+        let other = other.clone();
+        async move { other.acquire("f", &LockOptions::write()).await }
+    });
+    assert!(support::eventually(Duration::from_secs(5), || other.waiting() == 1).await);
+    let fixed = LockOptions::read()
+        .lease(Duration::from_millis(300))
+        .wait_timeout(Duration::from_secs(2));
+    let again = owner
+        .acquire("f", &fixed)
+        .await
+        .expect("the re-entry joined");
+    assert_eq!(redis_holders(&server, "f"), 1);
+    tokio::time::timeout(Duration::from_secs(2), again.lost())
+        .await
+        .expect("the re-entry's own lease ended");
+    assert!(
+        !first.is_lost(),
+        "the group's hold went with the re-entry's lease"
+    );
+    drop(again);
+    first.release().await.unwrap();
+    let write = tokio::time::timeout(Duration::from_secs(5), write)
+        .await
+        .expect("the write got the lock")
+        .unwrap()
+        .unwrap();
+    write.release().await.unwrap();
+}
