@@ -130,7 +130,12 @@ impl Shared {
         lost: bool,
     ) -> Result<Released, BoxError> {
         let Some(held) = self.leave_read_group(&hold) else {
-            return Ok(Released::StillHeld);
+            // the others hold on; a member whose lease was lost learns it, as any holder would
+            return Ok(if lost {
+                Released::NotHeld
+            } else {
+                Released::StillHeld
+            });
         };
         self.stop_renewing(&held);
         let backend = self.backend.clone();
