@@ -9,11 +9,10 @@ use tokio::sync::oneshot;
 
 use super::cohort::{self, Enter, Seat, Turn};
 use super::entry::Request;
-use super::guard::{release, LockGuard, LockInfo, Releaser};
+use super::guard::{LockGuard, LockInfo, Releaser};
 use super::live::{Hold, Through};
 use super::Shared;
 use crate::backend::{Backend, Released};
-use crate::background::MustComplete;
 use crate::error::{BoxError, LockError};
 use crate::ids::OwnerId;
 use crate::lease::LostSignal;
@@ -55,12 +54,24 @@ impl Shared {
         opts: &LockOptions,
     ) -> Option<LockGuard> {
         let (hold, token) = self.cohorts.reenter(id, owner)?;
+        Some(self.reentered_guard(hold, token, opts))
+    }
+
+    /// The guard of a re-entry into `hold` (a cohort's or a read group's) under `token`. With a
+    /// fixed lease it reports itself lost at the end of that lease, or when the shared hold's
+    /// lease is lost if that comes first.
+    pub(super) fn reentered_guard(
+        self: &Arc<Self>,
+        hold: Hold,
+        token: u64,
+        opts: &LockOptions,
+    ) -> LockGuard {
         let lost = match opts.lease_value() {
             Lease::Watchdog => hold.lost.clone(),
             Lease::Fixed(lease) => fixed_lease_signal(&hold, lease),
         };
         let info = LockInfo::new(hold.key.clone(), token, lost);
-        Some(self.cohort_guard(hold, info))
+        self.cohort_guard(hold, info)
     }
 
     /// Acquire the lock of `req` through its cohort.
@@ -179,11 +190,7 @@ impl Shared {
     /// A cohort's hold whose lease was lost, left by its cohort: released in the backend (by its
     /// token, should the lock be held there still), its guards lost.
     fn give_back_lost(&self, hold: Hold) {
-        self.stop_renewing(&hold);
-        let backend = self.backend.clone();
-        self.background.finish(async move {
-            let _ = release(&backend, &hold, true).await;
-        });
+        self.release_held_later(hold, true, ());
     }
 
     /// The guard of a request holding `hold` (a cohort's) under `token`, with the cohort's lease.
@@ -214,14 +221,7 @@ impl Shared {
             cohort::Released::Kept => Ok(Released::StillHeld),
             cohort::Released::NotHeld => Ok(Released::NotHeld),
             cohort::Released::ToBackend(held, succession) => {
-                self.stop_renewing(&held);
-                let backend = self.backend.clone();
-                let call = Box::pin(async move {
-                    let released = release(&backend, &held, lost).await;
-                    drop(succession);
-                    released
-                });
-                MustComplete::new(call, &self.background).await
+                self.release_held(held, lost, succession).await
             }
         }
     }
@@ -229,15 +229,7 @@ impl Shared {
     /// [`Self::release_in_cohort`] without waiting (from `Drop`).
     pub(crate) fn release_in_cohort_background(self: &Arc<Self>, hold: Hold, lost: bool) {
         if let cohort::Released::ToBackend(held, succession) = self.cohorts.release(&hold, self) {
-            self.stop_renewing(&held);
-            let backend = self.backend.clone();
-            self.background.finish(async move {
-                if let Err(err) = release(&backend, &held, lost).await {
-                    let key = &*held.key;
-                    tracing::warn!(key, error = %err, "background lock release failed; the lease will run out");
-                }
-                drop(succession);
-            });
+            self.release_held_later(held, lost, succession);
         }
     }
 }
@@ -247,7 +239,7 @@ pub(super) const VERDICT: Duration = Duration::from_millis(50);
 
 /// The lost signal of a re-entry with a fixed `lease` into the cohort's `hold`: lost when the
 /// lease ends, or when the cohort's is lost.
-pub(super) fn fixed_lease_signal(hold: &Hold, lease: Duration) -> Arc<LostSignal> {
+fn fixed_lease_signal(hold: &Hold, lease: Duration) -> Arc<LostSignal> {
     let own = Arc::new(LostSignal::new(
         hold.key.clone(),
         Some(Instant::now() + lease),

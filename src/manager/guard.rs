@@ -150,12 +150,7 @@ impl Releaser {
         let released = match hold.through {
             Through::Cohort(_) => self.shared.release_in_cohort(hold, lost).await,
             Through::ReadGroup(..) => self.shared.release_in_read_group(hold, lost).await,
-            Through::Backend => {
-                self.shared.stop_renewing(&hold);
-                let backend = self.shared.backend.clone();
-                let call = Box::pin(async move { release(&backend, &hold, lost).await });
-                MustComplete::new(call, &self.shared.background).await
-            }
+            Through::Backend => self.shared.release_held(hold, lost, ()).await,
         };
         match released {
             Ok(Released::Freed | Released::StillHeld) => {
@@ -179,24 +174,51 @@ impl Releaser {
             }
             Through::Backend => {}
         }
-        self.shared.stop_renewing(&hold);
         if let Backend::Memory(memory) = &*self.shared.backend {
             // No I/O: release at once, so the next request sees the lock free.
+            self.shared.stop_renewing(&hold);
             let token = lost.then_some(hold.token);
             memory.release(&hold.id, &hold.owner, hold.mode, token);
             return;
         }
-        let backend = self.shared.backend.clone();
-        self.shared.background.finish(async move {
-            if let Err(err) = release(&backend, &hold, lost).await {
-                let key = &*hold.key;
-                tracing::warn!(key, error = %err, "background lock release failed; the lease will run out");
-            }
-        });
+        self.shared.release_held_later(hold, lost, ());
     }
 }
 
 impl Shared {
+    /// Release `held`, the backend's hold, now (`lost`: its lease may have run out, so only its
+    /// token counts); `after` is dropped once the release is done (a cohort's succession). If the
+    /// caller stops waiting, the release still completes in the background.
+    pub(crate) async fn release_held(
+        &self,
+        held: Hold,
+        lost: bool,
+        after: impl Send + 'static,
+    ) -> Result<Released, BoxError> {
+        self.stop_renewing(&held);
+        let backend = self.backend.clone();
+        let call = Box::pin(async move {
+            let released = release(&backend, &held, lost).await;
+            drop(after);
+            released
+        });
+        MustComplete::new(call, &self.background).await
+    }
+
+    /// [`Self::release_held`] without waiting (from `Drop`): a failure is logged, and the lease
+    /// runs out.
+    pub(crate) fn release_held_later(&self, held: Hold, lost: bool, after: impl Send + 'static) {
+        self.stop_renewing(&held);
+        let backend = self.backend.clone();
+        self.background.finish(async move {
+            if let Err(err) = release(&backend, &held, lost).await {
+                let key = &*held.key;
+                tracing::warn!(key, error = %err, "background lock release failed; the lease will run out");
+            }
+            drop(after);
+        });
+    }
+
     /// The watchdog stops renewing `hold` (its lease, or its fair grant's claim).
     pub(crate) fn stop_renewing(&self, hold: &Hold) {
         if hold.watched {

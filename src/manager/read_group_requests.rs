@@ -5,14 +5,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::cohort_requests::{fixed_lease_signal, remaining, until, VERDICT};
+use super::cohort_requests::{remaining, until, VERDICT};
 use super::entry::Request;
-use super::guard::{release, LockGuard, LockInfo};
+use super::guard::LockGuard;
 use super::live::{Hold, Through};
 use super::read_group::{EnterRead, ReadSeat, ReadTurn};
 use super::Shared;
 use crate::backend::Released;
-use crate::background::MustComplete;
 use crate::error::{BoxError, LockError};
 use crate::options::{Lease, LockOptions, Mode};
 
@@ -46,7 +45,7 @@ impl Shared {
                     return self.lead_read_group(seat, req.with_opts(&opts)).await;
                 }
                 EnterRead::Joined(hold, token) => {
-                    return Ok(Some(self.member_guard(hold, token, opts)))
+                    return Ok(Some(self.reentered_guard(hold, token, opts)))
                 }
                 EnterRead::Closed => return Err(LockError::Closed),
                 EnterRead::Alone => ReadTurn::Alone,
@@ -77,18 +76,6 @@ impl Shared {
                 }
             }
         }
-    }
-
-    /// The guard of a read that joined a group (`hold`, under `token`). A re-entry with a fixed
-    /// lease reports itself lost at the end of that lease, or when the group's lease is lost if
-    /// that comes first.
-    fn member_guard(self: &Arc<Self>, hold: Hold, token: u64, opts: &LockOptions) -> LockGuard {
-        let lost = match opts.lease_value() {
-            Lease::Watchdog => hold.lost.clone(),
-            Lease::Fixed(lease) => fixed_lease_signal(&hold, lease),
-        };
-        let info = LockInfo::new(hold.key.clone(), token, lost);
-        self.cohort_guard(hold, info)
     }
 
     /// Take the read hold in the backend for a new group, under an owner id of its own, for
@@ -137,23 +124,13 @@ impl Shared {
                 Released::StillHeld
             });
         };
-        self.stop_renewing(&held);
-        let backend = self.backend.clone();
-        let call = Box::pin(async move { release(&backend, &held, lost).await });
-        MustComplete::new(call, &self.background).await
+        self.release_held(held, lost, ()).await
     }
 
     /// [`Self::release_in_read_group`] without waiting (from `Drop`).
     pub(crate) fn release_in_read_group_background(self: &Arc<Self>, hold: Hold, lost: bool) {
         if let Some(held) = self.leave_read_group(&hold) {
-            self.stop_renewing(&held);
-            let backend = self.backend.clone();
-            self.background.finish(async move {
-                if let Err(err) = release(&backend, &held, lost).await {
-                    let key = &*held.key;
-                    tracing::warn!(key, error = %err, "background lock release failed; the lease will run out");
-                }
-            });
+            self.release_held_later(held, lost, ());
         }
     }
 
