@@ -20,6 +20,7 @@ cost "HMGET of 3 fields, key missing" "redis.call('HMGET', KEYS[1], 'o', '#t', '
 cost "HGET of 1 field, key missing" "redis.call('HGET', KEYS[1], 'o')"
 cost "EXISTS, key missing" "redis.call('EXISTS', KEYS[1])"
 cost "PTTL" "redis.call('PTTL', KEYS[1])"
+cost "TIME, as now_us() reads it" "local t = redis.call('TIME') local n = tonumber(t[1]) * 1000000 + tonumber(t[2])"
 cost "INCR" "redis.call('INCR', KEYS[2])"
 cost "HSET of 2 fields + DEL (a new hash)" \
   "redis.call('HSET', KEYS[1], 'o', '1', '#t', '1763800000000000') redis.call('DEL', KEYS[1])"
