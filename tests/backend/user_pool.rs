@@ -43,7 +43,8 @@ async fn locks_work_through_a_pool_the_user_built() {
             let second = second.clone();
             tokio::spawn(async move { second.acquire("account:42", &opts).await })
         };
-        support::eventually(Duration::from_secs(5), || second.waiting() == 1).await;
+        let queued = support::eventually(Duration::from_secs(5), || second.waiting() == 1).await;
+        assert!(queued, "the waiter never started waiting");
         let token = held.fencing_token();
         held.release().await.expect("release");
         let next = tokio::time::timeout(Duration::from_secs(5), waiter)
@@ -99,9 +100,11 @@ async fn an_exhausted_user_pool_fails_within_the_command_timeout() {
     drop(taken);
 }
 
-/// Redis killed under a user's pool (bb8 defaults: a PING on check-out): once the pool's dead
-/// connection is gone, every call fails at once saying the connection was refused, instead of
-/// waiting out the command timeout for "timed out waiting for a Redis connection".
+/// Redis killed under a user's pool (bb8 defaults: a PING on check-out, and connections retried
+/// in a task of bb8's own for its whole connection timeout): from the first call on, every call
+/// fails at once saying the connection was refused. The first one finds the pool's idle connection
+/// dead, and bb8 would keep it waiting for the retried one; the call asks Redis itself instead of
+/// waiting out the command timeout for "no Redis connection".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_connection_fails_calls_on_a_user_pool_at_once() {
     let mut server = RedisServer::start();
@@ -112,15 +115,15 @@ async fn a_refused_connection_fails_calls_on_a_user_pool_at_once() {
         .await
         .expect("pool");
     let m = LockManager::builder()
-        .redis_pool(pool, server.url())
+        .redis_pool(pool.clone(), server.url())
         .command_timeout(Duration::from_secs(2))
         .build()
         .await
         .expect("manager on a user's pool");
-    drop(m.acquire("k", &LockOptions::exclusive()).await.unwrap());
+    let held = m.acquire("k", &LockOptions::exclusive()).await.unwrap();
+    held.release().await.expect("release");
+    assert_eq!(pool.state().idle_connections, 1, "{:?}", pool.state());
     server.kill();
-    // the first call may still find the dead connection idle in the pool
-    let _ = m.try_acquire("k", &LockOptions::exclusive()).await;
     for call in 0..3 {
         let started = std::time::Instant::now();
         let err = m

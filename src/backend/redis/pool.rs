@@ -7,7 +7,8 @@
 //! its own and gives a failure to its error sink, not to the caller, who would wait out the whole
 //! connection timeout and learn nothing; so when the pool must open a connection, the call opens
 //! it (a refusal is its error, at once) and adds it to the pool. A pool of the user's (bb8-redis)
-//! is driven the same way, and otherwise used as its owner configured it.
+//! is driven the same way (a call it keeps waiting briefly opens one connection itself), and
+//! otherwise used as its owner configured it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -151,7 +152,7 @@ impl CommandPool {
                 opening,
             } => (pool, slots, opening),
             CommandPool::User(pool) => {
-                let pooled = check_out(pool).await?;
+                let pooled = check_out_probing(pool).await?;
                 return Ok((Channel::Direct(pooled.clone()), BrokenFlag(None)));
             }
             #[cfg(feature = "cluster")]
@@ -214,6 +215,36 @@ where
         let _ = pool.add(fresh);
     }
     pool.get_owned().await.map_err(run_error)
+}
+
+/// How long a call waits for a user's pool before it asks Redis itself whether it takes
+/// connections at all.
+const PROBE_AFTER: Duration = Duration::from_millis(50);
+
+/// [`check_out`] from a user's pool, which may keep the call waiting for connections it retries in
+/// a task of its own (bb8's `retry_connection`, for its whole connection timeout): one that found
+/// its idle connection dead, say. Past [`PROBE_AFTER`] the call opens one connection itself: a
+/// refusal is its error, at once; a connection is added to the pool (or dropped when the pool is
+/// full) while the call keeps waiting for its turn.
+async fn check_out_probing<M>(
+    pool: &bb8::Pool<M>,
+) -> Result<bb8::PooledConnection<'static, M>, BoxError>
+where
+    M: bb8::ManageConnection<Error = RedisError>,
+{
+    let waiting = check_out(pool);
+    tokio::pin!(waiting);
+    let probe = async {
+        tokio::time::sleep(PROBE_AFTER).await;
+        let fresh = pool.dedicated_connection().await?;
+        let _ = pool.add(fresh);
+        std::future::pending::<Result<_, BoxError>>().await
+    };
+    tokio::select! {
+        biased;
+        checked_out = &mut waiting => checked_out,
+        refused = probe => refused,
+    }
 }
 
 fn run_error(err: bb8::RunError<RedisError>) -> BoxError {
