@@ -98,9 +98,9 @@ async fn measure(
 ) -> Result<Outcome, Box<dyn std::error::Error>> {
     server.cmd(&["FLUSHALL"]);
     let ports = [support::free_port(), support::free_port()];
-    let mut replicas: Vec<Child> = Vec::new();
+    let mut replicas = Replicas(Vec::new());
     for port in ports {
-        replicas.push(
+        replicas.0.push(
             Command::new(std::env::current_exe()?)
                 .args(["serve", variant, &port.to_string(), &server.url()])
                 .stdout(Stdio::null())
@@ -122,7 +122,7 @@ async fn measure(
         ),
     )?;
     let cpu_before = redis_cpu(server);
-    let replicas_before: f64 = replicas.iter().map(process_cpu).sum();
+    let replicas_before: f64 = replicas.0.iter().map(process_cpu).sum();
     let loads: Vec<Child> = ports
         .iter()
         .map(|port| {
@@ -132,6 +132,7 @@ async fn measure(
                 .arg(format!("http://127.0.0.1:{port}"))
                 .stdout(Stdio::piped())
                 .spawn()
+                .map_err(|err| format!("cannot run wrk ({err}): apt-get install wrk"))
         })
         .collect::<Result<_, _>>()?;
     let (mut requests, mut failed, mut p99_us) = (0u64, 0u64, 0u64);
@@ -149,13 +150,10 @@ async fn measure(
         p99_us = p99_us.max(fields[2]);
     }
     let redis_cpu_used = redis_cpu(server) - cpu_before;
-    let replicas_cpu_used = replicas.iter().map(process_cpu).sum::<f64>() - replicas_before;
+    let replicas_cpu_used = replicas.0.iter().map(process_cpu).sum::<f64>() - replicas_before;
     // let requests still in flight when wrk stopped finish before reading the balances
     tokio::time::sleep(Duration::from_millis(500)).await;
-    for mut replica in replicas {
-        let _ = replica.kill();
-        let _ = replica.wait();
-    }
+    drop(replicas);
     let mut total = 0i64;
     for id in 1..=keys {
         let balance = server.cmd(&["GET", &format!("balance:{id}")]);
@@ -171,6 +169,18 @@ async fn measure(
         redis_us: redis_cpu_used * 1e6 / requests.max(1) as f64,
         replicas_us: replicas_cpu_used * 1e6 / requests.max(1) as f64,
     })
+}
+
+/// The replica processes of one variant, killed when it ends, however it ends.
+struct Replicas(Vec<Child>);
+
+impl Drop for Replicas {
+    fn drop(&mut self) {
+        for replica in &mut self.0 {
+            let _ = replica.kill();
+            let _ = replica.wait();
+        }
+    }
 }
 
 /// The CPU time redis-server has used, in seconds (`used_cpu_user` + `used_cpu_sys`).
