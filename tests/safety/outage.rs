@@ -97,6 +97,9 @@ async fn a_frozen_server_ends_a_wait_as_unavailable_not_as_a_timeout() {
 async fn an_outage_is_logged_at_warn_once() {
     let (subscriber, warnings) = Warnings::new();
     let _logs = tracing::subscriber::set_default(subscriber);
+    // Other tests of this binary hit the same `warn!` without a subscriber: one that registered
+    // the call site while ours was being set would have cached it as never enabled.
+    tracing::callsite::rebuild_interest_cache();
     let mut server = RedisServer::start();
     let m = manager_with(&server, Duration::from_secs(2))
         .build()
