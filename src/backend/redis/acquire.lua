@@ -13,7 +13,13 @@
 local lock, waiters, fence = KEYS[1], KEYS[2], KEYS[3]
 local owner, lease, wait = ARGV[1], ARGV[2], ARGV[3]
 
-local holds, token, marked, fair, shared = lock_state(lock, owner)
+-- The common case, a free lock nobody queues for in fair mode, in one call: the lock's state is
+-- read only when one of the two keys exists.
+local free = redis.call('EXISTS', lock, KEYS[4]) == 0
+local holds, token, marked, fair, shared
+if not free then
+  holds, token, marked, fair, shared = lock_state(lock, owner)
+end
 if fair then
   return 'fair'
 elseif shared then
@@ -24,7 +30,7 @@ if holds then
 end
 
 if not token then
-  if redis.call('EXISTS', KEYS[4]) == 1 then
+  if not free and redis.call('EXISTS', KEYS[4]) == 1 then
     return 'fair'
   end
   -- Our release must reach the requests of this process that still wait; and when we were told the

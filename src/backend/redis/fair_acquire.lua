@@ -13,6 +13,14 @@ local owner, lease = ARGV[1], ARGV[2]
 local will_wait, queued = ARGV[3] == '1', ARGV[4] == '1'
 local eviction, prefix, waiter = ARGV[5], ARGV[6], ARGV[7]
 
+-- The common case, a free lock nobody waits for, in one call: the lock's state is read only when
+-- one of the three keys exists.
+if redis.call('EXISTS', lock, q, KEYS[5]) == 0 then
+  if queued then
+    redis.call('DEL', heartbeat)
+  end
+  return take(lock, owner, lease, next_token(fence), '#f', '1')
+end
 local holds, token, marked, fair, shared = lock_state(lock, owner)
 if shared then
   return shared_family(shared)
@@ -39,13 +47,7 @@ if holds then
 end
 
 if not token then
-  if redis.call('EXISTS', q, KEYS[5]) == 0 then
-    -- free, and nobody waits for it: the common case
-    if queued then
-      redis.call('DEL', heartbeat)
-    end
-    return take(lock, owner, lease, next_token(fence), '#f', '1')
-  end
+  -- free, but waited for
   wake_recorded(KEYS[5], prefix, lock)
   local head = redis.call('LINDEX', q, '0')
   local ours = not head or head == waiter
