@@ -94,9 +94,19 @@ async fn reads_waiting_for_a_write_wait_as_one() {
             tokio::spawn(async move { m.acquire("w", &read()).await })
         })
         .collect();
-    assert!(support::eventually(Duration::from_secs(5), || m.waiting() == 6).await);
-    let queued = server.cmd(&["LLEN", "{tower-lock:w}:qs"]).as_int();
-    assert_eq!(queued, Some(1), "more than the leader queued in Redis");
+    // a request counts as waiting before its first call reaches Redis: wait for the leader's too
+    let queued = || {
+        server
+            .cmd(&["LLEN", "{tower-lock:w}:qs"])
+            .as_int()
+            .unwrap_or(0)
+    };
+    let all_waiting =
+        support::eventually(Duration::from_secs(5), || m.waiting() == 6 && queued() > 0).await;
+    assert!(all_waiting, "waiting {}, queued {}", m.waiting(), queued());
+    // any other request that went to Redis would be queued by now
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(queued(), 1, "more than the leader queued in Redis");
     write.release().await.unwrap();
     let mut guards = Vec::new();
     for read in reads {
