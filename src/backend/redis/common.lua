@@ -1,10 +1,16 @@
 -- Helpers of the tower-lock scripts, one definition per paragraph: each script is assembled from
 -- its body and the helpers it uses (scripts.rs). A helper uses only helpers defined above it.
 
--- Redis server time in microseconds: the only clock the scripts trust.
+-- Redis server time in microseconds: the only clock the scripts trust. It is read once per script
+-- call (a release that grants the lock needs it twice): a script runs at once, and Redis itself
+-- checks every expiry during a script against the time the script began.
+local clock_us
 local function now_us()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if not clock_us then
+    local t = redis.call('TIME')
+    clock_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return clock_us
 end
 
 -- A whole number as a decimal string: redis.call would format a Lua number as a double (slow, and
