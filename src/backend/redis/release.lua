@@ -22,7 +22,11 @@ if holds ~= '1' then
 end
 redis.call('DEL', lock)
 retire_block(KEYS[4], state[3])
-if state[2] and not grant_next(lock, KEYS[3], KEYS[4], ARGV[2], ARGV[3]) then
+if not state[2] then
+  -- nobody may wait: a release that returns here never defines the helpers below
+  return 0
+end
+if not grant_next(lock, KEYS[3], KEYS[4], ARGV[2], ARGV[3]) then
   notify_next(waiters, ARGV[2], lock)
 end
 return 0
