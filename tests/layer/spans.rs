@@ -12,12 +12,12 @@ use tower::{ServiceBuilder, ServiceExt};
 use tower_lock::{key, LockLayer, LockManager};
 use tracing::Instrument;
 
-use crate::support::logs::Fields;
+use crate::support::logs::{self, Fields};
 
 #[tokio::test]
 async fn an_acquisition_span_is_a_child_of_the_request_span() {
     let spans = Arc::new(Spans::default());
-    let _default = tracing::subscriber::set_default(Recorder(spans.clone()));
+    let _default = logs::set_thread_default(Recorder(spans.clone()));
     let service = ServiceBuilder::new()
         .layer(LockLayer::new(LockManager::memory(), key::path()))
         .service_fn(|_req: Request<String>| async {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use tower_lock::{LockManager, LockOptions};
 
-use super::support::logs::Warnings;
+use super::support::logs::{self, Warnings};
 use super::support::{self, RedisServer};
 
 /// Redis killed (connection refused): five calls in a row each fail well within the 2 s command
@@ -96,10 +96,7 @@ async fn a_frozen_server_ends_a_wait_as_unavailable_not_as_a_timeout() {
 #[tokio::test]
 async fn an_outage_is_logged_at_warn_once() {
     let (subscriber, warnings) = Warnings::new();
-    let _logs = tracing::subscriber::set_default(subscriber);
-    // Other tests of this binary hit the same `warn!` without a subscriber: one that registered
-    // the call site while ours was being set would have cached it as never enabled.
-    tracing::callsite::rebuild_interest_cache();
+    let _logs = logs::set_thread_default(subscriber);
     let mut server = RedisServer::start();
     let m = manager_with(&server, Duration::from_secs(2))
         .build()
@@ -134,4 +131,22 @@ async fn an_outage_is_logged_at_warn_once() {
     server.kill();
     outage(m).await;
     assert_eq!(unreachable(&warnings), 2, "{:?}", warnings.lock().unwrap());
+}
+
+/// A warning this thread's subscriber waits for, from a call site that another thread (a test
+/// with no subscriber) reached first: the subscriber still sees it.
+#[test]
+fn a_warning_reaches_the_test_whose_call_site_another_thread_reached_first() {
+    fn warn(what: &str) {
+        tracing::warn!(what, "a warning of this test only");
+    }
+    let (subscriber, warnings) = Warnings::new();
+    let _logs = logs::set_thread_default(subscriber);
+    std::thread::spawn(|| warn("from a thread with no subscriber"))
+        .join()
+        .unwrap();
+    warn("from the test");
+    let seen = warnings.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].contains("from the test"), "{seen:?}");
 }

@@ -50,3 +50,28 @@ impl tracing::Subscriber for Warnings {
     fn enter(&self, _: &tracing::span::Id) {}
     fn exit(&self, _: &tracing::span::Id) {}
 }
+
+/// `subscriber` as this thread's default until the returned guard drops, seeing every event of
+/// this thread, even from a call site another thread reached first.
+///
+/// While only one dispatcher exists, tracing decides whether a call site is enabled, the first
+/// time any thread reaches it, by asking that thread's default alone, and keeps the answer for
+/// every thread. A test binary runs its tests on several threads: a site first reached by a test
+/// with no subscriber would stay disabled for this one. A second, silent dispatcher, kept with the
+/// guard, makes tracing ask every dispatcher instead.
+pub fn set_thread_default(
+    subscriber: impl tracing::Subscriber + Send + Sync + 'static,
+) -> ThreadDefault {
+    let second = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
+    let default = tracing::subscriber::set_default(subscriber);
+    ThreadDefault {
+        _default: default,
+        _second: second,
+    }
+}
+
+/// Keeps a subscriber set by [`set_thread_default`] until dropped.
+pub struct ThreadDefault {
+    _default: tracing::subscriber::DefaultGuard,
+    _second: tracing::Dispatch,
+}
