@@ -160,9 +160,10 @@ impl LockManagerBuilder {
     /// connection. Keep bb8's `test_on_check_out` on (its default): it is what replaces a
     /// connection that died (bb8-redis cannot tell a broken connection otherwise), at the cost of
     /// a PING per command. When the pool has to open a connection, the manager opens it itself and
-    /// gives it to the pool, so that a refusal is the call's error at once, with its cause. A call
-    /// the pool keeps waiting 50 ms opens one connection itself too: bb8 may be retrying a
-    /// connection in the background for its whole connection timeout.
+    /// gives it to the pool, so that a refusal is the call's error at once, with its cause. While
+    /// the pool keeps a call waiting and has room for a connection, the call opens one itself
+    /// every 50 ms: bb8 may be retrying one in the background for its whole connection timeout. A
+    /// full pool is left alone.
     ///
     /// The pool is used as you configured it: its connections keep the names you gave them (the
     /// manager names only the inbox `tower-lock:<id>`, see [`LockManager::id`]).

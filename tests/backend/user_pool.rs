@@ -60,7 +60,8 @@ async fn locks_work_through_a_pool_the_user_built() {
 
 /// A user's pool with no connection to spare: bb8 would wait 30 s for one by default. The command
 /// timeout bounds every call, getting a connection included: an acquire and a release fail with
-/// `Unavailable` in about that long.
+/// `Unavailable` in about that long. A full pool is busy, not broken: waiting for it opens no
+/// connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exhausted_user_pool_fails_within_the_command_timeout() {
     let server = RedisServer::start();
@@ -78,6 +79,16 @@ async fn an_exhausted_user_pool_fails_within_the_command_timeout() {
         .expect("manager on a user's pool");
     let held = m.acquire("k", &LockOptions::exclusive()).await.unwrap();
     let taken = pool.get().await.expect("the pool's one connection");
+    // each INFO comes on a connection of its own
+    let connections_received = || {
+        let stats = server.info("stats");
+        let field = stats
+            .lines()
+            .find_map(|l| l.strip_prefix("total_connections_received:"))
+            .expect("total_connections_received");
+        field.trim().parse::<u64>().expect("a count")
+    };
+    let received_before = connections_received();
     let bounded = |call: &str, took: Duration, outcome: &Result<(), tower_lock::LockError>| {
         assert!(
             matches!(outcome, Err(tower_lock::LockError::Unavailable { .. })),
@@ -94,6 +105,8 @@ async fn an_exhausted_user_pool_fails_within_the_command_timeout() {
         .await
         .map(drop);
     bounded("acquire", started.elapsed(), &outcome);
+    let opened = connections_received() - received_before - 1;
+    assert_eq!(opened, 0, "waiting for a full pool opened connections");
     let started = std::time::Instant::now();
     let outcome = held.release().await;
     bounded("release", started.elapsed(), &outcome);

@@ -7,8 +7,8 @@
 //! its own and gives a failure to its error sink, not to the caller, who would wait out the whole
 //! connection timeout and learn nothing; so when the pool must open a connection, the call opens
 //! it (a refusal is its error, at once) and adds it to the pool. A pool of the user's (bb8-redis)
-//! is driven the same way (a call it keeps waiting briefly opens one connection itself), and
-//! otherwise used as its owner configured it.
+//! is driven the same way (a call it keeps waiting while it has room opens a connection itself),
+//! and otherwise used as its owner configured it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -223,9 +223,10 @@ const PROBE_AFTER: Duration = Duration::from_millis(50);
 
 /// [`check_out`] from a user's pool, which may keep the call waiting for connections it retries in
 /// a task of its own (bb8's `retry_connection`, for its whole connection timeout): one that found
-/// its idle connection dead, say. Past [`PROBE_AFTER`] the call opens one connection itself: a
-/// refusal is its error, at once; a connection is added to the pool (or dropped when the pool is
-/// full) while the call keeps waiting for its turn.
+/// its idle connection dead, say. Every [`PROBE_AFTER`] while it waits, if the pool has room for a
+/// connection, the call opens one itself: a refusal is its error, at once; a connection is added to
+/// the pool while the call keeps waiting for its turn. A full pool is busy, not broken: its
+/// connections come back as their calls end, and nothing more is opened.
 async fn check_out_probing<M>(
     pool: &bb8::Pool<M>,
 ) -> Result<bb8::PooledConnection<'static, M>, BoxError>
@@ -235,15 +236,21 @@ where
     let waiting = check_out(pool);
     tokio::pin!(waiting);
     let probe = async {
-        tokio::time::sleep(PROBE_AFTER).await;
-        let fresh = pool.dedicated_connection().await?;
-        let _ = pool.add(fresh);
-        std::future::pending::<Result<_, BoxError>>().await
+        loop {
+            tokio::time::sleep(PROBE_AFTER).await;
+            if pool.state().connections < pool.config().max_size {
+                match pool.dedicated_connection().await {
+                    // full meanwhile: the connection is dropped
+                    Ok(fresh) => drop(pool.add(fresh)),
+                    Err(refused) => return refused,
+                }
+            }
+        }
     };
     tokio::select! {
         biased;
         checked_out = &mut waiting => checked_out,
-        refused = probe => refused,
+        refused = probe => Err(Box::new(refused)),
     }
 }
 
