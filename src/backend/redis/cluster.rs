@@ -70,10 +70,48 @@ impl RedisBackend {
     }
 }
 
-/// Whether `err` is Redis's `TRYAGAIN`: the lock's slot is being moved to another master and its
-/// keys are not all on one node yet (Redis refuses commands on several keys then).
+/// Whether `err` says the lock's slot is being moved to another master: `TRYAGAIN` (its keys are
+/// not all on one node yet, and Redis refuses commands on several keys then), or a redirect
+/// (`ASK`, `MOVED`) still left when redis-rs has used up its retries, bouncing between the two
+/// masters. Each of them means the script did not run.
 pub(super) fn moving_slot(err: &crate::error::BoxError) -> bool {
     use redis::{ErrorKind, ServerErrorKind};
-    err.downcast_ref::<redis::RedisError>()
-        .is_some_and(|err| err.kind() == ErrorKind::Server(ServerErrorKind::TryAgain))
+    err.downcast_ref::<redis::RedisError>().is_some_and(|err| {
+        matches!(
+            err.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::TryAgain | ServerErrorKind::Ask | ServerErrorKind::Moved
+            )
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::moving_slot;
+    use crate::error::BoxError;
+
+    /// The error redis-rs makes of a server's error answer, as `ScriptCall::invoke` meets it.
+    fn answered(resp: &str) -> BoxError {
+        let value = redis::parse_redis_value(resp.as_bytes()).expect("an error answer");
+        Box::new(value.extract_error().expect_err("an error"))
+    }
+
+    #[test]
+    fn a_slot_in_motion_is_told_from_other_errors() {
+        for moving in [
+            "-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+            "-ASK 3999 127.0.0.1:7002\r\n",
+            "-MOVED 3999 127.0.0.1:7001\r\n",
+        ] {
+            assert!(moving_slot(&answered(moving)), "{moving}");
+        }
+        for other in [
+            "-ERR wrong number of arguments\r\n",
+            "-CLUSTERDOWN The cluster is down\r\n",
+            "-NOSCRIPT No matching script\r\n",
+        ] {
+            assert!(!moving_slot(&answered(other)), "{other}");
+        }
+    }
 }
