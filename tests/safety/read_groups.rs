@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tower_lock::{LockError, LockManager, LockOptions};
+use tower_lock::{LockError, LockGuard, LockManager, LockOptions};
 
 use super::support;
 use support::RedisServer;
@@ -41,6 +41,18 @@ fn redis_holders(server: &RedisServer, key: &str) -> i64 {
 fn held_in_redis(server: &RedisServer, key: &str) -> bool {
     let lock = format!("{{tower-lock:{key}}}");
     server.cmd(&["EXISTS", &lock]).as_int() == Some(1)
+}
+
+/// The guard a spawned request got, within 5 s; `what` names the request in the failure.
+async fn granted(
+    request: tokio::task::JoinHandle<Result<LockGuard, LockError>>,
+    what: &str,
+) -> LockGuard {
+    tokio::time::timeout(Duration::from_secs(5), request)
+        .await
+        .unwrap_or_else(|_| panic!("{what} never got the lock"))
+        .expect("request task")
+        .unwrap_or_else(|err| panic!("{what}: {err:?}"))
 }
 
 /// Twelve reads of one process at once, with a bound of 4: they share three holds in Redis (a
@@ -110,12 +122,7 @@ async fn reads_waiting_for_a_write_wait_as_one() {
     write.release().await.unwrap();
     let mut guards = Vec::new();
     for read in reads {
-        let guard = tokio::time::timeout(Duration::from_secs(5), read)
-            .await
-            .expect("the read got the lock")
-            .unwrap()
-            .unwrap();
-        guards.push(guard);
+        guards.push(granted(read, "the read").await);
     }
     assert_eq!(redis_holders(&server, "w"), 1);
     drop(guards);
@@ -211,11 +218,7 @@ async fn a_member_reenters_its_group_and_cannot_upgrade() {
     for guard in [again, second, first] {
         guard.release().await.unwrap();
     }
-    let write = tokio::time::timeout(Duration::from_secs(5), write)
-        .await
-        .expect("the write got the lock")
-        .unwrap()
-        .unwrap();
+    let write = granted(write, "the write").await;
     write.release().await.unwrap();
 }
 
@@ -347,11 +350,7 @@ async fn a_hold_a_restart_may_have_forgotten_takes_no_new_member() {
     );
     let token = taken.fencing_token();
     taken.release().await.unwrap();
-    let next = tokio::time::timeout(Duration::from_secs(5), next)
-        .await
-        .expect("the read got the lock")
-        .unwrap()
-        .unwrap();
+    let next = granted(next, "the read").await;
     assert!(next.fencing_token() > token);
     drop(held);
     next.release().await.unwrap();
@@ -407,10 +406,6 @@ async fn a_members_fixed_lease_reentry_joins_its_group() {
     );
     drop(again);
     first.release().await.unwrap();
-    let write = tokio::time::timeout(Duration::from_secs(5), write)
-        .await
-        .expect("the write got the lock")
-        .unwrap()
-        .unwrap();
+    let write = granted(write, "the write").await;
     write.release().await.unwrap();
 }
