@@ -7,9 +7,9 @@
 //!
 //! Prints medians and p99 of: PING round trip, uncontended acquire+release (exclusive and fair;
 //! beside them, in the same loop, the cycle of a hand-rolled lock: `SET NX PX` and a
-//! compare-and-delete script), exclusive and fair
-//! hand-off (holder calls release -> another waiting request's acquire returns), and the Redis
-//! commands one uncontended acquire+release costs. Hand-offs are measured two ways:
+//! compare-and-delete script; the three take turns at running first after the PING), exclusive
+//! and fair hand-off (holder calls release -> another waiting request's acquire returns), and the
+//! Redis commands one uncontended acquire+release costs. Hand-offs are measured two ways:
 //!
 //! - **under load**: 8 requests of two managers queue for one lock, and each releases as soon as it
 //!   acquires, so every release finds waiters queued and the machine busy;
@@ -51,31 +51,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut uncontended = Vec::with_capacity(SAMPLES);
     let mut uncontended_fair = Vec::with_capacity(SAMPLES);
     let mut setnx = Vec::with_capacity(SAMPLES);
-    let mut calls = 0;
     for i in 0..SAMPLES + SAMPLES / 10 {
         let p = time(ping_once(&conn)).await;
-        let before = if i == SAMPLES / 10 {
-            script_calls(&conn).await?
-        } else {
-            0
-        };
-        let u = time(async {
-            let g = m
-                .acquire("bench:uncontended", &opts)
-                .await
-                .expect("acquire");
-            g.release().await.expect("release");
-        })
-        .await;
-        if i == SAMPLES / 10 {
-            calls = script_calls(&conn).await? - before;
+        // The three cycles take turns at running first: the first after the PING pays for the
+        // connection it found idle, and no variant should always be the one that pays.
+        let (mut u, mut f, mut n) = Default::default();
+        for turn in 0..3 {
+            match (i + turn) % 3 {
+                0 => u = time(lock_cycle(&m, "bench:uncontended", &opts)).await,
+                1 => f = time(lock_cycle(&m, "bench:fair", &LockOptions::fair())).await,
+                _ => n = time(setnx_cycle(&conn)).await,
+            }
         }
-        let f = time(async {
-            let g = (m.acquire("bench:fair", &LockOptions::fair()).await).expect("acquire");
-            g.release().await.expect("release");
-        })
-        .await;
-        let n = time(setnx_cycle(&conn)).await;
         if i >= SAMPLES / 10 {
             ping.push(p);
             uncontended.push(u);
@@ -83,6 +70,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             setnx.push(n);
         }
     }
+
+    let before = script_calls(&conn).await?;
+    lock_cycle(&m, "bench:uncontended", &opts).await;
+    let calls = script_calls(&conn).await? - before;
 
     // Acquire, then drop the guard: the release goes out in the background, as it does when a
     // guard goes out of scope or a LockLayer's response is sent. Each sample starts once the last
@@ -191,6 +182,12 @@ async fn cold_scripts(conn: &redis::aio::MultiplexedConnection) -> ColdScripts {
         out.ten_hot.push(time(run(&ten)).await);
     }
     out
+}
+
+/// An uncontended acquire of `opts` on its own key, then an awaited release.
+async fn lock_cycle(m: &LockManager, key: &str, opts: &LockOptions) {
+    let g = m.acquire(key, opts).await.expect("acquire");
+    g.release().await.expect("release");
 }
 
 async fn time(f: impl std::future::Future<Output = ()>) -> Duration {
