@@ -1,0 +1,74 @@
+//! One kind of uncontended lock cycle, N times in a row on one thread: the client's cost of an
+//! acquire + release, for `scripts/cycle-instructions.sh` to count under callgrind.
+//!
+//! ```text
+//! cargo run --release --example cycle -- fair 1000        # starts its own redis-server
+//! REDIS_URL=redis://127.0.0.1:6379 cargo run --release --example cycle -- setnx 1000
+//! ```
+//!
+//! Cycles: `exclusive` and `fair` (acquire, then an awaited release, through a `LockManager`),
+//! `setnx` (the hand-rolled lock of the HTTP benchmark: `SET NX PX` with a random token, then a
+//! compare-and-delete script) and `none` (only the setup, which the script subtracts). Everything
+//! runs on one thread (a current-thread runtime), so that the count is the process's own work and
+//! not the scheduling between threads.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use tower_lock::{LockManager, LockOptions};
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let (Some(cycle), Some(count)) = (args.next(), args.next()) else {
+        return Err("usage: cycle exclusive|fair|setnx|none COUNT".into());
+    };
+    let count: usize = count.parse()?;
+    let (url, _server) = match std::env::var("REDIS_URL") {
+        Ok(url) => (url, None),
+        Err(_) => {
+            let server = support::RedisServer::start();
+            (server.url(), Some(server))
+        }
+    };
+    let mut conn = redis::Client::open(url.as_str())?
+        .get_multiplexed_async_connection()
+        .await?;
+    let manager = LockManager::redis(&url).await?;
+    let opts = match cycle.as_str() {
+        "exclusive" | "setnx" | "none" => LockOptions::exclusive(),
+        "fair" => LockOptions::fair(),
+        other => return Err(format!("unknown cycle {other:?}").into()),
+    };
+    let release = redis::Script::new(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+    );
+    for _ in 0..count {
+        match cycle.as_str() {
+            "none" => {}
+            "setnx" => {
+                let token = uuid::Uuid::new_v4().to_string();
+                let set: Option<String> = redis::cmd("SET")
+                    .arg("bench:cycle:setnx")
+                    .arg(&token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(30_000)
+                    .query_async(&mut conn)
+                    .await?;
+                let deleted: i64 = (release.key("bench:cycle:setnx").arg(&token))
+                    .invoke_async(&mut conn)
+                    .await?;
+                assert!(
+                    set.is_some() && deleted == 1,
+                    "the hand-rolled lock was busy"
+                );
+            }
+            _ => {
+                let guard = manager.acquire("bench:cycle", &opts).await?;
+                guard.release().await?;
+            }
+        }
+    }
+    Ok(())
+}
