@@ -1,28 +1,154 @@
 //! The names the engine passes around: a lock's id and an owner's id. It imports nothing of the
 //! crate.
 
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::ops::Deref;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
+
+/// `value` hashed with a key of this process, as a `HashMap` hashes it: names a client picks
+/// cannot be made to collide.
+fn keyed_hash<T: Hash + ?Sized>(value: &T) -> u64 {
+    static KEY: LazyLock<RandomState> = LazyLock::new(RandomState::new);
+    KEY.hash_one(value)
+}
+
+/// A table keyed by ids that carry their hash ([`LockId`], [`OwnerId`], or a tuple of them).
+pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHashed>;
+
+/// Builds the hasher of an [`IdMap`]: each id's hash was made with a key already, so the table
+/// only mixes the ids of a tuple together instead of hashing them again.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct BuildHashed;
+
+impl BuildHasher for BuildHashed {
+    type Hasher = Hashed;
+
+    fn build_hasher(&self) -> Hashed {
+        Hashed(0)
+    }
+}
+
+/// The hasher of an [`IdMap`]: it mixes the ids' own hashes.
+#[derive(Debug)]
+pub(crate) struct Hashed(u64);
+
+impl Hashed {
+    fn mix(&mut self, word: u64) {
+        // as FxHash combines words: the ids' hashes are keyed already, and this only spreads a
+        // tuple's parts over the bits a table looks at
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for Hashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only ids are keys of an `IdMap`, and they write their hash alone. Other bytes (a key
+        // type added later) are still hashed with the process's key, never mixed in plain.
+        self.mix(keyed_hash(bytes));
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.mix(word);
+    }
+}
 
 /// The backend's name for one lock (for Redis, the lock's hash key). Wake-ups are routed by it.
-pub(crate) type LockId = Arc<str>;
+///
+/// The name is hashed once, when the id is made: a request looks its lock up in several tables
+/// (live holds, cohorts, waiters, leases), and hashing the whole name for each costs more than
+/// the rest of the lookup. The hash is keyed per process, as a `HashMap`'s own is, so names that
+/// a client picks cannot be made to collide.
+#[derive(Clone)]
+pub(crate) struct LockId {
+    name: Arc<str>,
+    hash: u64,
+}
+
+impl LockId {
+    /// The id of the lock named `name`.
+    pub(crate) fn new(name: impl Into<Arc<str>>) -> Self {
+        let name = name.into();
+        let hash = keyed_hash(&name);
+        LockId { name, hash }
+    }
+}
+
+impl PartialEq for LockId {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.name == other.name
+    }
+}
+
+impl Eq for LockId {}
+
+impl Hash for LockId {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl Deref for LockId {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.name
+    }
+}
+
+impl fmt::Debug for LockId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.name, f)
+    }
+}
+
+impl fmt::Display for LockId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
 
 /// Who holds a lock: one per request (`<manager id>:<n>`). Re-entry goes by it.
 ///
 /// A type of its own, not a string, so that an owner cannot be passed where a wait's name
-/// (`<owner>|<n>`, see `Waiter::name`) is meant, nor the other way round.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct OwnerId(Arc<str>);
+/// (`<owner>|<n>`, see `Waiter::name`) is meant, nor the other way round. Hashed once, as
+/// [`LockId`] is.
+#[derive(Debug, Clone)]
+pub(crate) struct OwnerId {
+    id: Arc<str>,
+    hash: u64,
+}
 
 impl OwnerId {
     pub(crate) fn new(id: impl Into<Arc<str>>) -> Self {
-        OwnerId(id.into())
+        let id = id.into();
+        let hash = keyed_hash(&id);
+        OwnerId { id, hash }
     }
 
     /// The id as a shared string (for tables keyed by lock and party).
     pub(crate) fn as_arc(&self) -> &Arc<str> {
-        &self.0
+        &self.id
+    }
+}
+
+impl PartialEq for OwnerId {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.id == other.id
+    }
+}
+
+impl Eq for OwnerId {}
+
+impl Hash for OwnerId {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
     }
 }
 
@@ -30,12 +156,49 @@ impl Deref for OwnerId {
     type Target = str;
 
     fn deref(&self) -> &str {
-        &self.0
+        &self.id
     }
 }
 
 impl fmt::Display for OwnerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_equal_and_hash_alike_when_their_names_are() {
+        let (a, again, b) = (
+            LockId::new("{n:a}"),
+            LockId::new("{n:a}"),
+            LockId::new("{n:b}"),
+        );
+        assert_eq!(a, again);
+        assert_ne!(a, b);
+        let hash = |id: &LockId| BuildHashed.hash_one(id);
+        assert_eq!(hash(&a), hash(&again));
+        assert_ne!(hash(&a), hash(&b));
+    }
+
+    #[test]
+    fn a_table_of_lock_and_owner_tells_every_pair_apart() {
+        let mut table: IdMap<(LockId, OwnerId), u32> = IdMap::default();
+        let locks = ["a", "b", "ab", ""].map(LockId::new);
+        let owners = ["m:1", "m:2", "m:12"].map(OwnerId::new);
+        for (i, lock) in locks.iter().enumerate() {
+            for (j, owner) in owners.iter().enumerate() {
+                table.insert((lock.clone(), owner.clone()), (10 * i + j) as u32);
+            }
+        }
+        assert_eq!(table.len(), 12);
+        let key = (LockId::new("ab"), OwnerId::new("m:12"));
+        assert_eq!(table.get(&key), Some(&22));
+        // the same parts the other way round are another pair
+        let swapped = (LockId::new("m:1"), OwnerId::new("a"));
+        assert_eq!(table.get(&swapped), None);
     }
 }

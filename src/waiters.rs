@@ -5,14 +5,14 @@
 //! an attempt is in flight is kept (as a permit) rather than lost. A fair lock's grant ("the lock is
 //! yours, token T") goes to the one waiter it names.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
 pub(crate) use crate::ids::LockId;
-use crate::ids::OwnerId;
+use crate::ids::{IdMap, OwnerId};
 
 /// One waiting request.
 #[derive(Debug)]
@@ -97,7 +97,7 @@ impl Waiter {
 /// Every local waiter, by lock.
 #[derive(Debug, Default)]
 pub(crate) struct WaitRegistry {
-    by_lock: Mutex<HashMap<LockId, VecDeque<Arc<Waiter>>>>,
+    by_lock: Mutex<IdMap<LockId, VecDeque<Arc<Waiter>>>>,
     next_seq: AtomicU64,
     /// How many times every waiter was woken: each time a connection to the backend dropped or
     /// came back (or the manager shut down), when messages may have been lost and the server may
@@ -115,7 +115,7 @@ pub(crate) struct Departure {
 }
 
 impl WaitRegistry {
-    fn lock(&self) -> MutexGuard<'_, HashMap<LockId, VecDeque<Arc<Waiter>>>> {
+    fn lock(&self) -> MutexGuard<'_, IdMap<LockId, VecDeque<Arc<Waiter>>>> {
         // A panic while holding this lock cannot leave the map inconsistent (each operation is one
         // insert or removal), so a poisoned lock is still usable.
         self.by_lock.lock().unwrap_or_else(|p| p.into_inner())
@@ -159,7 +159,7 @@ impl WaitRegistry {
 
     /// Wake the first waiter of `id` that has no wake-up pending. Returns false when this process has
     /// no waiter for `id` (the wake-up must then be passed on to another process).
-    pub(crate) fn wake_one(&self, id: &str) -> bool {
+    pub(crate) fn wake_one(&self, id: &LockId) -> bool {
         let map = self.lock();
         let Some(queue) = map.get(id) else {
             return false;
@@ -173,7 +173,7 @@ impl WaitRegistry {
     /// Wake every waiter of `id` that is not in the backend's queue of it: the lock went over to
     /// fair order, and a request waiting in exclusive mode would sleep through its hand-offs
     /// (they are grants to the queue). Each one woken finds the fair state and queues.
-    pub(crate) fn wake_unqueued(&self, id: &str) {
+    pub(crate) fn wake_unqueued(&self, id: &LockId) {
         if let Some(queue) = self.lock().get(id) {
             queue
                 .iter()
@@ -184,7 +184,7 @@ impl WaitRegistry {
 
     /// Hand a fair grant to the waiter of `id` named `name`. Returns false when it waits no more
     /// (the grant must then be passed on), even if another wait of the same owner does.
-    pub(crate) fn grant(&self, id: &str, name: &str, token: u64) -> bool {
+    pub(crate) fn grant(&self, id: &LockId, name: &str, token: u64) -> bool {
         let map = self.lock();
         let Some(waiter) = map
             .get(id)
@@ -198,7 +198,7 @@ impl WaitRegistry {
     }
 
     /// Wake the waiter of `id` named `name` (a heartbeat found it out of the queue).
-    pub(crate) fn wake_waiter(&self, id: &str, name: &str) {
+    pub(crate) fn wake_waiter(&self, id: &LockId, name: &str) {
         if let Some(queue) = self.lock().get(id) {
             queue
                 .iter()
@@ -223,20 +223,20 @@ impl WaitRegistry {
 
     /// True when `id` has waiters besides the registered caller (who is in the queue until it
     /// leaves, so any second entry is someone else).
-    pub(crate) fn has_others(&self, id: &str) -> bool {
+    pub(crate) fn has_others(&self, id: &LockId) -> bool {
         self.lock().get(id).is_some_and(|q| q.len() > 1)
     }
 
     /// Remove `me`. When `acquired` is false and `me` held an unused wake-up, the wake-up goes to the
     /// next local waiter, or — if there is none — the returned [`Departure`] says to pass it on.
-    pub(crate) fn leave(&self, id: &str, me: &Waiter, acquired: bool) -> Departure {
+    pub(crate) fn leave(&self, id: &LockId, me: &Waiter, acquired: bool) -> Departure {
         let departure = self.remove(id, me, acquired);
         me.gone.store(true, Ordering::SeqCst);
         me.left.notify_waiters();
         departure
     }
 
-    fn remove(&self, id: &str, me: &Waiter, acquired: bool) -> Departure {
+    fn remove(&self, id: &LockId, me: &Waiter, acquired: bool) -> Departure {
         let mut map = self.lock();
         let Some(queue) = map.get_mut(id) else {
             return Departure {
@@ -274,14 +274,14 @@ mod tests {
     #[tokio::test]
     async fn a_wake_goes_to_one_waiter_in_order_and_survives_a_cancel() {
         let reg = WaitRegistry::default();
-        let id: LockId = Arc::from("k");
+        let id = LockId::new("k");
         let a = reg.register(&id, &OwnerId::new("o1"), None).unwrap();
         let b = reg.register(&id, &OwnerId::new("o2"), None).unwrap();
-        assert!(reg.wake_one("k"));
+        assert!(reg.wake_one(&id));
         assert!(a.has_unused_wake());
         assert!(!b.has_unused_wake());
         // a is cancelled before using its wake-up: b gets it
-        let d = reg.leave("k", &a, false);
+        let d = reg.leave(&id, &a, false);
         assert_eq!(
             d,
             Departure {
@@ -293,7 +293,7 @@ mod tests {
         b.woken().await;
         assert!(!b.has_unused_wake());
         // b leaves with nothing pending: last, nothing to pass on
-        let d = reg.leave("k", &b, false);
+        let d = reg.leave(&id, &b, false);
         assert_eq!(
             d,
             Departure {
@@ -301,18 +301,18 @@ mod tests {
                 pass_on: false
             }
         );
-        assert!(!reg.wake_one("k"));
+        assert!(!reg.wake_one(&id));
         assert_eq!(reg.len(), 0);
     }
 
     #[test]
     fn a_lone_cancelled_waiter_passes_its_wake_on() {
         let reg = WaitRegistry::default();
-        let id: LockId = Arc::from("k");
+        let id = LockId::new("k");
         let a = reg.register(&id, &OwnerId::new("o"), None).unwrap();
-        reg.wake_one("k");
+        reg.wake_one(&id);
         assert_eq!(
-            reg.leave("k", &a, false),
+            reg.leave(&id, &a, false),
             Departure {
                 last: true,
                 pass_on: true
@@ -323,7 +323,7 @@ mod tests {
     #[tokio::test]
     async fn one_owner_waits_through_one_request_at_a_time() {
         let reg = WaitRegistry::default();
-        let id: LockId = Arc::from("k");
+        let id = LockId::new("k");
         let owner = OwnerId::new("o");
         let first = reg.register(&id, &owner, None).unwrap();
         let sibling = reg.register(&id, &owner, None).unwrap_err();
@@ -332,7 +332,7 @@ mod tests {
         let departed = tokio::spawn(async move { sibling.departed().await });
         tokio::task::yield_now().await;
         assert!(!departed.is_finished());
-        reg.leave("k", &first, true);
+        reg.leave(&id, &first, true);
         departed.await.unwrap();
         assert!(reg.register(&id, &owner, None).is_ok());
     }

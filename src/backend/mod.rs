@@ -183,7 +183,7 @@ impl Backend {
     /// The backend's name for the lock `key`.
     pub(crate) fn lock_id(&self, key: &LockKey) -> LockId {
         match self {
-            Backend::Memory(_) => Arc::from(key.as_str()),
+            Backend::Memory(_) => LockId::new(key.as_str()),
             #[cfg(feature = "redis")]
             Backend::Redis(r) => r.lock_id(key),
             #[cfg(feature = "redis")]

@@ -107,7 +107,7 @@ impl<'a> Acquisition<'a> {
         Acquisition {
             shared,
             key,
-            id: shared.backend.lock_id(req.lock_key),
+            id: req.id.clone(),
             owner,
             mode: opts.mode_value(),
             lease,

@@ -10,7 +10,7 @@
 //! remote hand-offs. The leader's lease (renewed by the watchdog) and its lost signal serve every
 //! request of the cohort: each inherits the same signal, so `lost()` fires for whoever holds.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::futures::OwnedNotified;
@@ -22,7 +22,7 @@ pub(crate) use seat::{Inheritance, Seat, Succession};
 
 use super::live::{Hold, Through};
 use super::Shared;
-use crate::ids::OwnerId;
+use crate::ids::{IdMap, OwnerId};
 use crate::waiters::LockId;
 
 /// Tokens the backend reserves with every acquisition: its own and the ones after it, for local
@@ -42,7 +42,7 @@ pub(crate) struct Cohorts {
 
 #[derive(Debug, Default)]
 struct Table {
-    cohorts: HashMap<LockId, Cohort>,
+    cohorts: IdMap<LockId, Cohort>,
     /// Set by the shutdown: nobody enters any more.
     closed: bool,
 }

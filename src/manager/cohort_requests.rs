@@ -80,13 +80,13 @@ impl Shared {
         req: Request<'_>,
     ) -> Result<Option<LockGuard>, LockError> {
         let (key, opts, owner, wait) = (req.key, req.opts, req.owner, req.wait);
-        let id = self.backend.lock_id(req.lock_key);
+        let id = req.id;
         let started = Instant::now();
         let deadline = opts.wait_timeout_value().map(|t| started + t);
         // the wait is over: the lock stayed busy, or the backend is unreachable
         let timeout = || self.wait_over(key, started);
         loop {
-            let turn = match self.cohorts.enter(&id, owner, wait) {
+            let turn = match self.cohorts.enter(id, owner, wait) {
                 Enter::Lead(seat, lost) => {
                     if let Some(lost) = lost {
                         self.give_back_lost(lost);

@@ -11,7 +11,7 @@ use super::record::AcquisitionRecord;
 use super::refusal::NO_UPGRADE;
 use super::Shared;
 use crate::error::LockError;
-use crate::ids::OwnerId;
+use crate::ids::{LockId, OwnerId};
 use crate::key::LockKey;
 use crate::options::{LockOptions, Mode};
 
@@ -20,7 +20,8 @@ use crate::options::{LockOptions, Mode};
 pub(super) struct Request<'a> {
     /// The lock name, as given.
     pub(super) key: &'a str,
-    pub(super) lock_key: &'a LockKey,
+    /// The backend's name for the lock, made once per request.
+    pub(super) id: &'a LockId,
     pub(super) opts: &'a LockOptions,
     pub(super) owner: &'a OwnerId,
     /// Whether it may wait (else one attempt: `Ok(None)` when busy).
@@ -67,14 +68,14 @@ impl Shared {
             return Err(LockError::Closed);
         };
         self.start();
+        let id = self.backend.lock_id(&lock_key);
         let req = Request {
             key,
-            lock_key: &lock_key,
+            id: &id,
             opts,
             owner,
             wait,
         };
-        let id = self.backend.lock_id(&lock_key);
         match opts.mode_value() {
             Mode::Exclusive | Mode::Fair => {
                 if let Some(guard) = self.reenter_cohort(&id, owner, opts) {

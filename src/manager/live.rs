@@ -3,11 +3,10 @@
 //! A guard and the shutdown both take its hold out of the table; whichever comes first releases
 //! it, and the other finds it gone (a guard then reports `NotHeld`).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::ids::OwnerId;
+use crate::ids::{IdMap, OwnerId};
 use crate::lease::LostSignal;
 use crate::options::Mode;
 use crate::telemetry;
@@ -69,9 +68,9 @@ pub(crate) struct LiveHolds {
 
 #[derive(Debug, Default)]
 struct Table {
-    holds: HashMap<u64, Hold>,
+    holds: IdMap<u64, Hold>,
     /// How many holds each owner has of each lock in the backend itself (not shared).
-    direct: HashMap<(LockId, OwnerId), u32>,
+    direct: IdMap<(LockId, OwnerId), u32>,
 }
 
 impl Table {

@@ -7,7 +7,6 @@
 //! shares its lease (renewed by the watchdog) and its lost signal. A group whose hold is lost, or
 //! whose connection to Redis dropped since the leader began, takes no new member.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -19,7 +18,7 @@ pub(crate) use seat::{Membership, ReadSeat};
 
 use super::live::{Hold, Through};
 use super::Shared;
-use crate::ids::OwnerId;
+use crate::ids::{IdMap, OwnerId};
 use crate::waiters::LockId;
 
 /// The read groups of one manager, by lock.
@@ -35,7 +34,7 @@ pub(crate) struct ReadGroups {
 struct Table {
     /// The groups of each lock: at most one open (taking members), the others sealed (waiting
     /// for their members to leave).
-    locks: HashMap<LockId, Vec<Group>>,
+    locks: IdMap<LockId, Vec<Group>>,
     /// Set by the shutdown: nobody enters any more.
     closed: bool,
 }

@@ -33,13 +33,13 @@ impl Shared {
         req: Request<'_>,
     ) -> Result<Option<LockGuard>, LockError> {
         let (key, opts, owner, wait) = (req.key, req.opts, req.owner, req.wait);
-        let id = self.backend.lock_id(req.lock_key);
+        let id = req.id;
         let started = Instant::now();
         let deadline = opts.wait_timeout_value().map(|t| started + t);
         let timeout = || self.wait_over(key, started);
         loop {
             let connections = self.waiters.wake_alls();
-            let turn = match self.read_groups.enter(&id, owner, wait, connections) {
+            let turn = match self.read_groups.enter(id, owner, wait, connections) {
                 EnterRead::Lead(seat) => {
                     let opts = remaining(opts, deadline).ok_or_else(timeout)?;
                     return self.lead_read_group(seat, req.with_opts(&opts)).await;

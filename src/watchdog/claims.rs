@@ -149,12 +149,13 @@ async fn extend_batch(backend: &Backend, claims: &Claims, batch: &[(LockParty, C
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::waiters::LockId;
 
     #[test]
     fn an_earlier_guards_release_leaves_a_later_grants_claim() {
         let claims = Claims::default();
         let lock = LockParty {
-            id: Arc::from("k"),
+            id: LockId::new("k"),
             owner: Arc::from("m:1"),
         };
         let earlier = Arc::new(LostSignal::new(Arc::from("k"), None));

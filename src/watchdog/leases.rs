@@ -1,12 +1,11 @@
 //! The leases the watchdog keeps, by (lock, owner): how many guards share each, its lost signal
 //! and deadline, and the token of its holds.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::backend::LockParty;
-use crate::ids::OwnerId;
+use crate::ids::{IdMap, OwnerId};
 use crate::lease::LostSignal;
 use crate::telemetry;
 use crate::waiters::LockId;
@@ -26,11 +25,11 @@ struct Lease {
 /// Every watchdog-kept lease of one manager, by (lock, owner).
 #[derive(Debug, Default)]
 pub(crate) struct Leases {
-    table: Mutex<HashMap<(LockId, Arc<str>), Lease>>,
+    table: Mutex<IdMap<(LockId, OwnerId), Lease>>,
 }
 
 impl Leases {
-    fn table(&self) -> MutexGuard<'_, HashMap<(LockId, Arc<str>), Lease>> {
+    fn table(&self) -> MutexGuard<'_, IdMap<(LockId, OwnerId), Lease>> {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -51,7 +50,7 @@ impl Leases {
             token,
         };
         let lease = table
-            .entry((id.clone(), owner.as_arc().clone()))
+            .entry((id.clone(), owner.clone()))
             .or_insert_with(fresh);
         if lease.token != token {
             // The earlier holds of this owner are gone (the lock was taken anew): their guards
@@ -74,7 +73,7 @@ impl Leases {
     /// count (its renewal would stop under the new guard).
     pub(crate) fn unhold(&self, id: &LockId, owner: &OwnerId, lost: &Arc<LostSignal>) {
         let mut table = self.table();
-        let key = (id.clone(), owner.as_arc().clone());
+        let key = (id.clone(), owner.clone());
         if let Some(lease) = table.get_mut(&key).filter(|l| Arc::ptr_eq(&l.lost, lost)) {
             lease.guards -= 1;
             if lease.guards == 0 {
@@ -90,7 +89,7 @@ impl Leases {
             .map(|((id, owner), lease)| {
                 let lock = LockParty {
                     id: id.clone(),
-                    owner: owner.clone(),
+                    owner: owner.as_arc().clone(),
                 };
                 (lock, lease.token)
             })
@@ -112,7 +111,7 @@ impl Leases {
         lease: Duration,
     ) {
         let mut table = self.table();
-        let key = (lock.id.clone(), lock.owner.clone());
+        let key = (lock.id.clone(), OwnerId::new(lock.owner.clone()));
         // released meanwhile, or the owner took the lock again since: not this lease any more
         let Some(entry) = table.get_mut(&key).filter(|entry| entry.token == token) else {
             return;

@@ -170,7 +170,7 @@ mod tests {
     fn waiters_that_leave_leave_no_queue_behind() {
         let waiters: Arc<WaitRegistry> = Arc::default();
         let backend = MemoryBackend::new(waiters, Duration::from_secs(1));
-        let (a, b): (LockId, LockId) = (Arc::from("a"), Arc::from("b"));
+        let (a, b) = (LockId::new("a"), LockId::new("b"));
         let (holder, waiter) = (OwnerId::new("holder"), OwnerId::new("waiter"));
         assert!(matches!(
             backend.try_acquire(&request(&a, &holder, false)),

@@ -4,13 +4,13 @@
 mod fair;
 mod shared;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::{AcquireRequest, Attempt, LockParty, Released};
-use crate::ids::OwnerId;
+use crate::ids::{IdMap, OwnerId};
 use crate::options::Mode;
 use crate::waiters::{LockId, WaitRegistry};
 
@@ -27,11 +27,11 @@ struct Holder {
 
 #[derive(Debug, Default)]
 struct Table {
-    locks: HashMap<LockId, Holder>,
+    locks: IdMap<LockId, Holder>,
     /// Fair locks: waiters (`<owner>|<n>`, one per wait) in arrival order.
-    queues: HashMap<LockId, VecDeque<Arc<str>>>,
+    queues: IdMap<LockId, VecDeque<Arc<str>>>,
     /// Read/write locks and semaphores: their holders and waiters.
-    shared: HashMap<LockId, shared::SharedLock>,
+    shared: IdMap<LockId, shared::SharedLock>,
     /// Sweep expired entries when the table grows past this size.
     sweep_at: usize,
 }

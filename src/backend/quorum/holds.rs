@@ -244,11 +244,12 @@ fn continuing(hold: &QuorumHold, won: &[Won]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::waiters::LockId;
     use std::sync::Arc;
 
     fn lock() -> LockParty {
         LockParty {
-            id: Arc::from("{ns:k}"),
+            id: LockId::new("{ns:k}"),
             owner: Arc::from("m:1"),
         }
     }

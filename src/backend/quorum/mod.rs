@@ -173,7 +173,7 @@ impl QuorumBackend {
         // Every master shares the key space; the first names the lock for all.
         match self.nodes.first() {
             Some(node) => node.redis.lock_id(key),
-            None => Arc::from(key.as_str()),
+            None => LockId::new(key.as_str()),
         }
     }
 

@@ -163,7 +163,7 @@ impl RedisBackend {
     }
 
     pub(crate) fn lock_id(&self, key: &LockKey) -> LockId {
-        Arc::from(self.keys.lock(key.as_str()))
+        LockId::new(self.keys.lock(key.as_str()))
     }
 
     /// Run one script call: getting a connection and the call are each bounded by the command

@@ -41,8 +41,11 @@ impl Postman {
         if text.starts_with("g|") {
             // a shared lock's release may grant several waiters of this manager: one per line
             text.lines().for_each(|grant| self.deliver_grant(grant));
-        } else if !self.waiters.wake_one(text) {
-            self.pass_on(Unclaimed::Wake(Arc::from(text)));
+        } else {
+            let lock = LockId::new(text);
+            if !self.waiters.wake_one(&lock) {
+                self.pass_on(Unclaimed::Wake(lock));
+            }
         }
     }
 
@@ -51,9 +54,10 @@ impl Postman {
             tracing::debug!(message = text, "malformed grant message ignored");
             return;
         };
-        if !self.waiters.grant(lock, waiter, token) {
+        let lock = LockId::new(lock);
+        if !self.waiters.grant(&lock, waiter, token) {
             self.pass_on(Unclaimed::Grant {
-                lock: Arc::from(lock),
+                lock,
                 waiter: waiter.to_owned(),
             });
         }
