@@ -2,6 +2,10 @@
 //! lock's state lives in one cluster slot. Names are escaped so that no name can choose its own hash
 //! tag or collide with another name; names too long once escaped are replaced by their SHA-256.
 
+use std::fmt;
+use std::io::Write;
+
+use redis::{RedisWrite, ToRedisArgs};
 use sha2::{Digest, Sha256};
 
 /// Escaped names longer than this are stored under `#` + the hex SHA-256 of the name.
@@ -50,14 +54,39 @@ fn push_escaped(out: &mut String, name: &str) {
     }
 }
 
-/// `lock` followed by `suffix`, in one allocation.
-fn suffixed(lock: &str, suffix: &[&str]) -> String {
-    let mut key = String::with_capacity(lock.len() + suffix.iter().map(|s| s.len()).sum::<usize>());
-    key.push_str(lock);
-    for part in suffix {
-        key.push_str(part);
+/// A key named after a lock: the lock's key, a suffix and an optional tail (a waiter's name). A
+/// command takes it as one argument, written straight into the command: a script call names
+/// three or four such keys, and none needs a string of its own.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Suffixed<'a> {
+    lock: &'a str,
+    suffix: &'static str,
+    tail: &'a str,
+}
+
+impl ToRedisArgs for Suffixed<'_> {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        let mut arg = out.writer_for_next_arg();
+        for part in [self.lock, self.suffix, self.tail] {
+            // the writer is the command's buffer, which takes every byte
+            let _ = arg.write_all(part.as_bytes());
+        }
     }
-    key
+}
+
+impl fmt::Display for Suffixed<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}{}", self.lock, self.suffix, self.tail)
+    }
+}
+
+/// `lock` followed by `suffix`.
+fn suffixed<'a>(lock: &'a str, suffix: &'static str) -> Suffixed<'a> {
+    Suffixed {
+        lock,
+        suffix,
+        tail: "",
+    }
 }
 
 /// The Redis names of one namespace.
@@ -102,31 +131,31 @@ impl KeySpace {
 }
 
 /// The managers waiting for a lock (exclusive mode).
-pub(crate) fn waiters(lock: &str) -> String {
-    suffixed(lock, &[":w"])
+pub(crate) fn waiters(lock: &str) -> Suffixed<'_> {
+    suffixed(lock, ":w")
 }
 
 /// A fair lock's queue: a list of waiters in order of arrival. Its suffix is `:ql`, not `:q`: a
 /// zset left at `:q` by an older release of the crate never expires, and list commands on it
 /// would fail.
-pub(crate) fn queue(lock: &str) -> String {
-    suffixed(lock, &[":ql"])
+pub(crate) fn queue(lock: &str) -> Suffixed<'_> {
+    suffixed(lock, ":ql")
 }
 
 /// A shared lock's queue (read/write locks and semaphores): waiters `<owner>|<n>|<kind>` in
 /// order of arrival. A key of its own, so that no fair script ever grants to a shared waiter.
-pub(crate) fn shared_queue(lock: &str) -> String {
-    suffixed(lock, &[":qs"])
+pub(crate) fn shared_queue(lock: &str) -> Suffixed<'_> {
+    suffixed(lock, ":qs")
 }
 
 /// A shared lock's holders: a zset of owner ids by the expiry of their hold (server ms). The Lua
 /// scripts build the same name in `renew.lua` and `heartbeat.lua`.
-pub(crate) fn holders(lock: &str) -> String {
-    suffixed(lock, &[":s"])
+pub(crate) fn holders(lock: &str) -> Suffixed<'_> {
+    suffixed(lock, ":s")
 }
 
 /// The queue a waiter (`<owner>|<n>`, or `<owner>|<n>|<kind>` for a shared lock) is in.
-pub(crate) fn queue_of(lock: &str, waiter: &str) -> String {
+pub(crate) fn queue_of<'a>(lock: &'a str, waiter: &str) -> Suffixed<'a> {
     if crate::backend::shared_kind(waiter).is_some() {
         shared_queue(lock)
     } else {
@@ -136,13 +165,17 @@ pub(crate) fn queue_of(lock: &str, waiter: &str) -> String {
 
 /// A queued fair waiter's heartbeat key: it lives while the waiter's manager heartbeats it (the Lua
 /// scripts build the same name in `heartbeat_key`).
-pub(crate) fn heartbeat(lock: &str, waiter: &str) -> String {
-    suffixed(lock, &[":hb:", waiter])
+pub(crate) fn heartbeat<'a>(lock: &'a str, waiter: &'a str) -> Suffixed<'a> {
+    Suffixed {
+        lock,
+        suffix: ":hb:",
+        tail: waiter,
+    }
 }
 
 /// The lock's fencing counter.
-pub(crate) fn fence(lock: &str) -> String {
-    suffixed(lock, &[":f"])
+pub(crate) fn fence(lock: &str) -> Suffixed<'_> {
+    suffixed(lock, ":f")
 }
 
 #[cfg(test)]
@@ -164,8 +197,8 @@ mod tests {
         // every key of the lock has one hash tag: the first {...}
         let lock = ks.lock("x{y}");
         assert_eq!(lock.matches('{').count(), 1);
-        assert!(waiters(&lock).starts_with(&lock));
-        assert!(fence(&lock).starts_with(&lock));
+        assert!(waiters(&lock).to_string().starts_with(&lock));
+        assert!(fence(&lock).to_string().starts_with(&lock));
     }
 
     #[test]
@@ -220,7 +253,24 @@ mod tests {
         }
         let ks = KeySpace::new("ns");
         assert_eq!(ks.lock("a:b"), format!("{{ns:{}}}", escape("a:b")));
-        assert_eq!(heartbeat("{ns:a}", "m:1"), "{ns:a}:hb:m:1");
-        assert_eq!(queue("{ns:a}"), "{ns:a}:ql");
+        assert_eq!(heartbeat("{ns:a}", "m:1").to_string(), "{ns:a}:hb:m:1");
+        assert_eq!(queue("{ns:a}").to_string(), "{ns:a}:ql");
+    }
+
+    #[test]
+    fn a_suffixed_key_goes_into_a_command_as_one_argument() {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(fence("{ns:a}"))
+            .arg(heartbeat("{ns:a}", "m:1|2"))
+            .arg("x");
+        let args: Vec<Vec<u8>> = cmd
+            .args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => bytes.to_vec(),
+                _ => Vec::new(),
+            })
+            .collect();
+        let expected: [&[u8]; 4] = [b"EVALSHA", b"{ns:a}:f", b"{ns:a}:hb:m:1|2", b"x"];
+        assert_eq!(args, expected);
     }
 }
