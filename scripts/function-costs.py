@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Would Redis 7 functions (FCALL) run the uncontended acquire + release for less than EVALSHA?
+
+    cargo build --release --example load
+    scripts/function-costs.py              # 5 rounds of the three ways, alternated
+
+It records the exclusive `uncontended` scenario of the `load` example as scripts/script-costs.py
+does (its own redis-server, PORT 7121 by default), then replays each script's first call 40,000
+times on fresh lock names in three ways, one round after the other:
+
+- `evalsha`: the scripts as the crate sends them;
+- `fcall`: the same sources, each wrapped whole in a function of a library (its helpers are still
+  created on every call);
+- `fcall, helpers once`: a library that defines the helpers of common.lua once, when it is
+  loaded, and the two bodies as functions (the clock's memo reset on every call).
+
+Printed: Redis's µs per call (INFO commandstats) of the acquire and the release, and their sum,
+beside the hand-rolled lock's `SET NX PX` and compare-and-delete replayed the same way. A
+measurement only: the crate keeps EVALSHA (BENCHMARKS.md, "What an acquisition costs Redis and
+the client").
+"""
+import importlib.util
+import os
+import re
+import sys
+import tempfile
+import time
+import subprocess
+
+os.environ.setdefault("PORT", "7121")
+HERE = os.path.dirname(os.path.abspath(__file__))
+spec = importlib.util.spec_from_file_location("costs", os.path.join(HERE, "script-costs.py"))
+costs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(costs)
+cli, words, resp = costs.cli, costs.words, costs.resp
+
+SOURCES = os.path.join(HERE, "..", "src", "backend", "redis")
+ROUNDS = int(os.environ.get("ROUNDS", "5"))
+
+
+def first_calls(lines):
+    """The loaded sources by sha, and the first acquire and release calls (in that order)."""
+    sources, firsts = {}, {}
+    for line in lines:
+        if re.search(r'"(?:script|SCRIPT)" "(?:load|LOAD)"', line):
+            # MONITOR escapes each byte: the source's UTF-8 (comments say µs) comes back whole
+            source = words(line)[-1].encode("latin1").decode("utf-8")
+            sources[cli("script", "load", source).strip()] = source
+        elif '"EVALSHA"' in line:
+            args = words(line)
+            firsts.setdefault(args[1], args)
+    return sources, list(firsts.values())[:2]
+
+
+def library(name, prefix, acquire, release, helpers=""):
+    """A function library with `<prefix>_acquire` and `<prefix>_release`."""
+    def body(fn, source):
+        return f"local function {fn}(KEYS, ARGV)\n{source}\nend\n"
+
+    reset = "clock_us = nil; " if helpers else ""
+    return (
+        f"#!lua name={name}\n{helpers}\n"
+        + body("acquire_body", acquire)
+        + body("release_body", release)
+        + f"redis.register_function('{prefix}_acquire', function(k, a) {reset}return acquire_body(k, a) end)\n"
+        + f"redis.register_function('{prefix}_release', function(k, a) {reset}return release_body(k, a) end)\n"
+    )
+
+
+def per_call(calls, command):
+    cli("config", "resetstat")
+    cli("--pipe", stdin="".join(resp(c) for c in calls))
+    stats = re.search(rf"cmdstat_{command}:calls=(\d+),usec=(\d+)", cli("info", "commandstats"))
+    return int(stats.group(2)) / int(stats.group(1))
+
+
+def replay(first, call):
+    """µs per call of `first` (a recorded EVALSHA) replayed on fresh locks, sent as `call`."""
+    lock = re.search(r"load%3A\d+", first[3]).group(0)
+    calls = [
+        call([a.replace(lock, f"bench%3A{i}") for a in first]) for i in range(costs.CALLS)
+    ]
+    return per_call(calls, call(first)[0].lower())
+
+
+def main():
+    server = subprocess.Popen(
+        ["redis-server", "--port", costs.PORT, "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        while cli("ping").strip() != "PONG":
+            time.sleep(0.1)
+        with tempfile.TemporaryDirectory() as dir:
+            lines = costs.record("exclusive", f"{dir}/exclusive.txt")
+        sources, (acquire, release) = first_calls(lines)
+        # the release replayed must be the acquire's owner's, or it would find nothing to release
+        release = release[:7] + [acquire[7]] + release[8:]
+        bodies = [open(os.path.join(SOURCES, f)).read() for f in ("acquire.lua", "release.lua")]
+        helpers = open(os.path.join(SOURCES, "common.lua")).read()
+        cli("function", "flush")
+        cli("function", "load", library("tl_whole", "whole", sources[acquire[1]], sources[release[1]]))
+        cli("function", "load", library("tl_once", "once", *bodies, helpers=helpers))
+        cad = cli("script", "load", "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+                  "return redis.call('DEL', KEYS[1]) end return 0").strip()
+        ways = {
+            "evalsha": lambda script: lambda a: a,
+            "fcall": lambda script: lambda a: ["FCALL", f"whole_{script}"] + a[2:],
+            "fcall, helpers once": lambda script: lambda a: ["FCALL", f"once_{script}"] + a[2:],
+        }
+        for round in range(1, ROUNDS + 1):
+            for way, call in ways.items():
+                cli("flushall")
+                a = replay(acquire, call("acquire"))
+                r = replay(release, call("release"))
+                print(f"{way:<20} acquire {a:.2f} + release {r:.2f} = {a + r:.2f} µs  (round {round})")
+            cli("flushall")
+            owner = "1aa1dc3bbd474e5cab828cd1cf0d9f6c:2"
+            sets = [["SET", f"{{bench%3A{i}}}", owner, "NX", "PX", "30000"] for i in range(costs.CALLS)]
+            dels = [["EVALSHA", cad, "1", f"{{bench%3A{i}}}", owner] for i in range(costs.CALLS)]
+            s, d = per_call(sets, "set"), per_call(dels, "evalsha")
+            print(f"{'hand-rolled':<20} SET NX {s:.2f} + compare-and-delete {d:.2f} = {s + d:.2f} µs")
+    finally:
+        cli("shutdown", "nosave")
+        server.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
