@@ -12,6 +12,8 @@
 //! runs on one thread (a current-thread runtime), so that the count is the process's own work and
 //! not the scheduling between threads.
 
+#[path = "common/setnx.rs"]
+mod setnx;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -40,30 +42,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "fair" => LockOptions::fair(),
         other => return Err(format!("unknown cycle {other:?}").into()),
     };
-    let release = redis::Script::new(
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-    );
+    let release = setnx::release_script();
     for _ in 0..count {
         match cycle.as_str() {
             "none" => {}
-            "setnx" => {
-                let token = uuid::Uuid::new_v4().to_string();
-                let set: Option<String> = redis::cmd("SET")
-                    .arg("bench:cycle:setnx")
-                    .arg(&token)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(30_000)
-                    .query_async(&mut conn)
-                    .await?;
-                let deleted: i64 = (release.key("bench:cycle:setnx").arg(&token))
-                    .invoke_async(&mut conn)
-                    .await?;
-                assert!(
-                    set.is_some() && deleted == 1,
-                    "the hand-rolled lock was busy"
-                );
-            }
+            "setnx" => setnx::cycle(&mut conn, &release, "bench:cycle:setnx").await?,
             _ => {
                 let guard = manager.acquire("bench:cycle", &opts).await?;
                 guard.release().await?;

@@ -18,12 +18,14 @@
 //!   than a round trip, and a Lua script run on cold caches costs several (the last rows time
 //!   scripts of 1 and 10 calls after the same idle).
 
+#[path = "common/setnx.rs"]
+mod setnx;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use support::stats::{median, p99, ratio};
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use tower_lock::{LockManager, LockOptions};
@@ -306,27 +308,9 @@ async fn script_calls(conn: &redis::aio::MultiplexedConnection) -> redis::RedisR
         .sum())
 }
 
-/// One cycle of the lock a handler would take by hand: `SET lock token NX PX 30000`, then a script
-/// that deletes the lock if it still holds the token.
+/// One cycle of the lock a handler would take by hand (`common/setnx.rs`).
 async fn setnx_cycle(conn: &redis::aio::MultiplexedConnection) {
+    static RELEASE: LazyLock<redis::Script> = LazyLock::new(setnx::release_script);
     let mut conn = conn.clone();
-    let token = uuid::Uuid::new_v4().to_string();
-    let set: Option<String> = redis::cmd("SET")
-        .arg("bench:setnx")
-        .arg(&token)
-        .arg("NX")
-        .arg("PX")
-        .arg(30_000)
-        .query_async(&mut conn)
-        .await
-        .expect("SET NX");
-    assert!(set.is_some(), "the hand-rolled lock was busy");
-    let release = redis::Script::new(
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-    );
-    let deleted: i64 = (release.key("bench:setnx").arg(&token))
-        .invoke_async(&mut conn)
-        .await
-        .expect("compare-and-delete");
-    assert_eq!(deleted, 1);
+    (setnx::cycle(&mut conn, &RELEASE, "bench:setnx").await).expect("hand-rolled cycle");
 }

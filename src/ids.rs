@@ -59,38 +59,54 @@ impl Hasher for Hashed {
     }
 }
 
+/// A name and its keyed hash, made together: what both ids are.
+#[derive(Clone)]
+struct HashedName {
+    name: Arc<str>,
+    hash: u64,
+}
+
+impl HashedName {
+    fn new(name: impl Into<Arc<str>>) -> Self {
+        let name = name.into();
+        let hash = keyed_hash(&name);
+        HashedName { name, hash }
+    }
+}
+
+impl PartialEq for HashedName {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.name == other.name
+    }
+}
+
+impl Eq for HashedName {}
+
+impl Hash for HashedName {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl fmt::Debug for HashedName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.name, f)
+    }
+}
+
 /// The backend's name for one lock (for Redis, the lock's hash key). Wake-ups are routed by it.
 ///
 /// The name is hashed once, when the id is made: a request looks its lock up in several tables
 /// (live holds, cohorts, waiters, leases), and hashing the whole name for each costs more than
 /// the rest of the lookup. The hash is keyed per process, as a `HashMap`'s own is, so names that
 /// a client picks cannot be made to collide.
-#[derive(Clone)]
-pub(crate) struct LockId {
-    name: Arc<str>,
-    hash: u64,
-}
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(crate) struct LockId(HashedName);
 
 impl LockId {
     /// The id of the lock named `name`.
     pub(crate) fn new(name: impl Into<Arc<str>>) -> Self {
-        let name = name.into();
-        let hash = keyed_hash(&name);
-        LockId { name, hash }
-    }
-}
-
-impl PartialEq for LockId {
-    fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash && self.name == other.name
-    }
-}
-
-impl Eq for LockId {}
-
-impl Hash for LockId {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.hash);
+        LockId(HashedName::new(name))
     }
 }
 
@@ -98,19 +114,19 @@ impl Deref for LockId {
     type Target = str;
 
     fn deref(&self) -> &str {
-        &self.name
+        &self.0.name
     }
 }
 
 impl fmt::Debug for LockId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.name, f)
+        self.0.fmt(f)
     }
 }
 
 impl fmt::Display for LockId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.name)
+        f.write_str(self)
     }
 }
 
@@ -119,36 +135,17 @@ impl fmt::Display for LockId {
 /// A type of its own, not a string, so that an owner cannot be passed where a wait's name
 /// (`<owner>|<n>`, see `Waiter::name`) is meant, nor the other way round. Hashed once, as
 /// [`LockId`] is.
-#[derive(Debug, Clone)]
-pub(crate) struct OwnerId {
-    id: Arc<str>,
-    hash: u64,
-}
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct OwnerId(HashedName);
 
 impl OwnerId {
     pub(crate) fn new(id: impl Into<Arc<str>>) -> Self {
-        let id = id.into();
-        let hash = keyed_hash(&id);
-        OwnerId { id, hash }
+        OwnerId(HashedName::new(id))
     }
 
     /// The id as a shared string (for tables keyed by lock and party).
     pub(crate) fn as_arc(&self) -> &Arc<str> {
-        &self.id
-    }
-}
-
-impl PartialEq for OwnerId {
-    fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash && self.id == other.id
-    }
-}
-
-impl Eq for OwnerId {}
-
-impl Hash for OwnerId {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.hash);
+        &self.0.name
     }
 }
 
@@ -156,13 +153,13 @@ impl Deref for OwnerId {
     type Target = str;
 
     fn deref(&self) -> &str {
-        &self.id
+        &self.0.name
     }
 }
 
 impl fmt::Display for OwnerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.id)
+        f.write_str(self)
     }
 }
 
