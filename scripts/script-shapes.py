@@ -1,23 +1,25 @@
 #!/usr/bin/env python3
-"""Would Redis 7 functions (FCALL) run the uncontended acquire + release for less than EVALSHA?
+"""What other shapes of the uncontended acquire + release would cost Redis, beside the crate's.
 
     cargo build --release --example load
-    scripts/function-costs.py              # 5 rounds of the three ways, alternated
+    scripts/script-shapes.py              # 5 rounds of every shape, alternated
 
 It records the exclusive `uncontended` scenario of the `load` example as scripts/script-costs.py
 does (its own redis-server, PORT 7121 by default), then replays each script's first call 40,000
-times on fresh lock names in three ways, one round after the other:
+times on fresh lock names in each shape, one round after the other:
 
 - `evalsha`: the scripts as the crate sends them;
-- `fcall`: the same sources, each wrapped whole in a function of a library (its helpers are still
-  created on every call);
+- `fcall`: the same sources, each wrapped whole in a function of a Redis 7 library (its helpers
+  are still created on every call);
 - `fcall, helpers once`: a library that defines the helpers of common.lua once, when it is
-  loaded, and the two bodies as functions (the clock's memo reset on every call).
+  loaded, and the two bodies as functions (the clock's memo reset on every call);
+- `string record`: a sketch of a lock kept as a plain string (`<owner>|<token>`, `SET ... PX`)
+  instead of a hash, with the same clock-floored token and the same retired block: the free
+  lock's path only (no re-entry, no waiters), to tell what the record's shape costs.
 
 Printed: Redis's µs per call (INFO commandstats) of the acquire and the release, and their sum,
 beside the hand-rolled lock's `SET NX PX` and compare-and-delete replayed the same way. A
-measurement only: the crate keeps EVALSHA (BENCHMARKS.md, "What an acquisition costs Redis and
-the client").
+measurement only (BENCHMARKS.md, "What an acquisition costs Redis and the client").
 """
 import importlib.util
 import os
@@ -36,6 +38,35 @@ cli, words, resp = costs.cli, costs.words, costs.resp
 
 SOURCES = os.path.join(HERE, "..", "src", "backend", "redis")
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
+
+
+# The string-record sketch, with the keys and arguments of the crate's calls: the acquire's KEYS
+# are lock, waiting managers, fencing counter, fair queue; the release's lock, waiting managers,
+# fair queue, fencing counter; ARGV[1] is the owner, the acquire's ARGV[2] the lease.
+STRING_ACQUIRE = """
+if redis.call('EXISTS', KEYS[1], KEYS[4]) == 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local token = math.max(now, tonumber(redis.call('GET', KEYS[3]) or '0') + 1)
+  redis.call('SET', KEYS[1], ARGV[1] .. '|' .. string.format('%d', token), 'PX', ARGV[2])
+  return token
+end
+return -1
+"""
+STRING_RELEASE = """
+local held = redis.call('GET', KEYS[1])
+if not held then return -1 end
+local bar = string.find(held, '|', 1, true)
+if string.sub(held, 1, bar - 1) ~= ARGV[1] then return -1 end
+redis.call('DEL', KEYS[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local last = tonumber(string.sub(held, bar + 1)) + 63
+if last >= now and last > tonumber(redis.call('GET', KEYS[4]) or '0') then
+  redis.call('SET', KEYS[4], string.format('%d', last), 'PX', '60000')
+end
+return 0
+"""
 
 
 def first_calls(lines):
@@ -103,8 +134,13 @@ def main():
         cli("function", "load", library("tl_once", "once", *bodies, helpers=helpers))
         cad = cli("script", "load", "if redis.call('GET', KEYS[1]) == ARGV[1] then "
                   "return redis.call('DEL', KEYS[1]) end return 0").strip()
+        record = {
+            "acquire": cli("script", "load", STRING_ACQUIRE).strip(),
+            "release": cli("script", "load", STRING_RELEASE).strip(),
+        }
         ways = {
             "evalsha": lambda script: lambda a: a,
+            "string record": lambda script: lambda a: ["EVALSHA", record[script]] + a[2:],
             "fcall": lambda script: lambda a: ["FCALL", f"whole_{script}"] + a[2:],
             "fcall, helpers once": lambda script: lambda a: ["FCALL", f"once_{script}"] + a[2:],
         }
@@ -113,6 +149,9 @@ def main():
                 cli("flushall")
                 a = replay(acquire, call("acquire"))
                 r = replay(release, call("release"))
+                left = int(cli("dbsize"))
+                if left:
+                    sys.exit(f"{way}: the releases left {left} keys, so they released nothing")
                 print(f"{way:<20} acquire {a:.2f} + release {r:.2f} = {a + r:.2f} µs  (round {round})")
             cli("flushall")
             owner = "1aa1dc3bbd474e5cab828cd1cf0d9f6c:2"
