@@ -15,7 +15,8 @@ fn keyed_hash<T: Hash + ?Sized>(value: &T) -> u64 {
     KEY.hash_one(value)
 }
 
-/// A table keyed by ids that carry their hash ([`LockId`], [`OwnerId`], or a tuple of them).
+/// A table keyed by ids that carry their hash ([`LockId`], [`OwnerId`], or a tuple of them), or
+/// by numbers this process counts itself (a hold's number), which no client picks.
 pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHashed>;
 
 /// Builds the hasher of an [`IdMap`]: each id's hash was made with a key already, so the table
