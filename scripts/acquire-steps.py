@@ -15,9 +15,7 @@ import hashlib
 import importlib.util
 import os
 import re
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 spec = importlib.util.spec_from_file_location("script_costs", os.path.join(HERE, "script-costs.py"))
@@ -28,13 +26,7 @@ CALLS = 20000
 
 
 def main():
-    server = subprocess.Popen(
-        ["redis-server", "--port", sc.PORT, "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        while cli("ping").strip() != "PONG":
-            time.sleep(0.1)
+    with sc.own_server():
         lines = sc.record("exclusive", "/tmp/acquire-steps-monitor.txt")
         scripts, firsts = {}, {}
         for line in lines:
@@ -70,9 +62,6 @@ def main():
             if top:
                 cut = "\n".join(body[:i] + ["do return 1 end"] + body[i:])
                 print(f"{'cut before: ' + line[:60]:<72} {cost(cut):6.2f} µs")
-    finally:
-        cli("shutdown", "nosave")
-        server.wait()
 
 
 if __name__ == "__main__":

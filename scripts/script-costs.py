@@ -13,6 +13,7 @@ execution alone: no round trip, no client, no event loop. Compare two builds in 
 it once per LOAD_BIN, alternately): the machine's speed drifts between hours.
 """
 import codecs
+import contextlib
 import os
 import re
 import subprocess
@@ -68,8 +69,13 @@ def replay(lines):
         elif '"EVALSHA"' in line:
             args = words(line)
             firsts.setdefault(args[1], args)
+    acquire, release = list(firsts.values())[:2]
+    # the release replayed must be the acquire's owner's (ARGV[1], after the keys), or it would
+    # find nothing to release and return at once
+    owner_at = lambda args: 3 + int(args[2])
+    release[owner_at(release)] = acquire[owner_at(acquire)]
     costs = []
-    for name, args in zip(["acquire", "release"], list(firsts.values())[:2]):
+    for name, args in [("acquire", acquire), ("release", release)]:
         lock = re.search(r"load%3A\d+", args[3]).group(0)
         calls = "".join(
             resp([a.replace(lock, f"bench%3A{i}") for a in args]) for i in range(CALLS)
@@ -78,10 +84,15 @@ def replay(lines):
         cli("--pipe", stdin=calls)
         stats = re.search(r"cmdstat_evalsha:calls=(\d+),usec=(\d+)", cli("info", "commandstats"))
         costs.append((name, int(stats.group(2)) / int(stats.group(1))))
+    left = int(cli("dbsize"))
+    if left:
+        sys.exit(f"the releases left {left} keys, so they released nothing")
     return costs
 
 
-def main():
+@contextlib.contextmanager
+def own_server():
+    """A redis-server of this script's own on PORT, shut down when the block ends."""
     server = subprocess.Popen(
         ["redis-server", "--port", PORT, "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
@@ -89,6 +100,14 @@ def main():
     try:
         while cli("ping").strip() != "PONG":
             time.sleep(0.1)
+        yield
+    finally:
+        cli("shutdown", "nosave")
+        server.wait()
+
+
+def main():
+    with own_server():
         with tempfile.TemporaryDirectory() as dir:
             recorded = {m: record(m, f"{dir}/{m}.txt") for m in ["exclusive", "fair"]}
             for run in [1, 2]:
@@ -97,9 +116,6 @@ def main():
                     total = sum(us for _, us in costs)
                     parts = ", ".join(f"{name} {us:.2f} µs" for name, us in costs)
                     print(f"{mode:<9} {parts}; together {total:.2f} µs  (run {run})")
-    finally:
-        cli("shutdown", "nosave")
-        server.wait()
 
 
 if __name__ == "__main__":

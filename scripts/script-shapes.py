@@ -26,8 +26,6 @@ import os
 import re
 import sys
 import tempfile
-import time
-import subprocess
 
 os.environ.setdefault("PORT", "7121")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -115,13 +113,7 @@ def replay(first, call):
 
 
 def main():
-    server = subprocess.Popen(
-        ["redis-server", "--port", costs.PORT, "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        while cli("ping").strip() != "PONG":
-            time.sleep(0.1)
+    with costs.own_server():
         with tempfile.TemporaryDirectory() as dir:
             lines = costs.record("exclusive", f"{dir}/exclusive.txt")
         sources, (acquire, release) = first_calls(lines)
@@ -159,9 +151,6 @@ def main():
             dels = [["EVALSHA", cad, "1", f"{{bench%3A{i}}}", owner] for i in range(costs.CALLS)]
             s, d = per_call(sets, "set"), per_call(dels, "evalsha")
             print(f"{'hand-rolled':<20} SET NX {s:.2f} + compare-and-delete {d:.2f} = {s + d:.2f} µs")
-    finally:
-        cli("shutdown", "nosave")
-        server.wait()
 
 
 if __name__ == "__main__":
