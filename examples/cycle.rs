@@ -8,7 +8,8 @@
 //!
 //! Cycles: `exclusive` and `fair` (acquire, then an awaited release, through a `LockManager`),
 //! `setnx` (the hand-rolled lock of the HTTP benchmark: `SET NX PX` with a random token, then a
-//! compare-and-delete script) and `none` (only the setup, which the script subtracts). Everything
+//! compare-and-delete script), `rslock` (rslock's lock and unlock on one server: the same protocol
+//! through a Redlock crate) and `none` (only the setup, which the script subtracts). Everything
 //! runs on one thread (a current-thread runtime), so that the count is the process's own work and
 //! not the scheduling between threads.
 
@@ -17,13 +18,15 @@ mod setnx;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use std::time::Duration;
+
 use tower_lock::{LockManager, LockOptions};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let (Some(cycle), Some(count)) = (args.next(), args.next()) else {
-        return Err("usage: cycle exclusive|fair|setnx|none COUNT".into());
+        return Err("usage: cycle exclusive|fair|setnx|rslock|none COUNT".into());
     };
     let count: usize = count.parse()?;
     let (url, _server) = match std::env::var("REDIS_URL") {
@@ -38,15 +41,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     let manager = LockManager::redis(&url).await?;
     let opts = match cycle.as_str() {
-        "exclusive" | "setnx" | "none" => LockOptions::exclusive(),
+        "exclusive" | "setnx" | "rslock" | "none" => LockOptions::exclusive(),
         "fair" => LockOptions::fair(),
         other => return Err(format!("unknown cycle {other:?}").into()),
     };
     let release = setnx::release_script();
+    let rslock = rslock::LockManager::new(vec![url.as_str()]);
     for _ in 0..count {
         match cycle.as_str() {
             "none" => {}
             "setnx" => setnx::cycle(&mut conn, &release, "bench:cycle:setnx").await?,
+            "rslock" => {
+                let hold = rslock
+                    .lock("bench:cycle:rslock", Duration::from_secs(30))
+                    .await?;
+                rslock.unlock(&hold).await;
+            }
             _ => {
                 let guard = manager.acquire("bench:cycle", &opts).await?;
                 guard.release().await?;

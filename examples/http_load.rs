@@ -9,8 +9,9 @@
 //! The service: `PUT /accounts/{id}` reads the balance from Redis (`GET`), waits `HTTP_LOAD_HOLD_MS`
 //! (default 1 ms, a database round trip) and writes balance + 1 (`SET`). Variants: the
 //! `LockLayer` in exclusive mode and in fair mode, a hand-rolled lock taken in the handler
-//! (`SET NX PX`, retried every 2 ms up to 1,000 times, released by a compare-and-delete script), and
-//! no lock (to show the updates it loses). Two `wrk -t1 -c32` load the two replicas at once, over
+//! (`SET NX PX`, retried every 2 ms up to 1,000 times, released by a compare-and-delete script),
+//! rslock's lock taken in the handler (the same protocol through a Redlock crate on one server, up
+//! to 1,000 retries after random delays below 2 ms), and no lock (to show the updates it loses). Two `wrk -t1 -c32` load the two replicas at once, over
 //! accounts drawn uniformly from K; afterwards the example sums the balances and compares them with
 //! the deposits the service answered 200 (it counts them in Redis, in the pipeline of its write),
 //! and prints the CPU time per request of Redis (`INFO cpu` before and after the load) and of the two
@@ -31,7 +32,7 @@ use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use tower_lock::{key, LockLayer, LockManager, LockOptions};
 
-const VARIANTS: [&str; 4] = ["layer-exclusive", "layer-fair", "setnx", "none"];
+const VARIANTS: [&str; 5] = ["layer-exclusive", "layer-fair", "setnx", "rslock", "none"];
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -234,9 +235,18 @@ async fn serve(variant: &str, port: u16, url: &str) -> Result<(), Box<dyn std::e
     let redis = redis::Client::open(url)?
         .get_multiplexed_async_connection()
         .await?;
+    let guard = match variant {
+        "setnx" => HandlerLock::SetNx,
+        "rslock" => {
+            let mut rslock = rslock::LockManager::new(vec![url]);
+            rslock.set_retry(1000, Duration::from_millis(2));
+            HandlerLock::Rslock(rslock)
+        }
+        _ => HandlerLock::None,
+    };
     let app = Router::new()
         .route("/accounts/{id}", put(deposit))
-        .with_state((redis.clone(), hold, variant == "setnx"));
+        .with_state((redis.clone(), hold, guard));
     let app = match variant {
         "layer-exclusive" | "layer-fair" => {
             let manager = LockManager::redis(url).await?;
@@ -256,18 +266,38 @@ async fn serve(variant: &str, port: u16, url: &str) -> Result<(), Box<dyn std::e
     Ok(())
 }
 
-type AppState = (MultiplexedConnection, Duration, bool);
+/// The lock a variant takes inside the handler, if any.
+#[derive(Clone)]
+enum HandlerLock {
+    None,
+    /// The hand-rolled `SET NX` lock.
+    SetNx,
+    /// rslock's lock.
+    Rslock(rslock::LockManager),
+}
 
-/// Read the balance, wait `hold`, write it plus one; with `setnx`, under a hand-rolled lock.
+type AppState = (MultiplexedConnection, Duration, HandlerLock);
+
+/// Read the balance, wait `hold`, write it plus one; under the lock the handler takes, if any.
 async fn deposit(
-    State((mut redis, hold, setnx)): State<AppState>,
+    State((mut redis, hold, guard)): State<AppState>,
     Path(id): Path<u64>,
 ) -> StatusCode {
     let lock = format!("lock:{id}");
     let token = uuid::Uuid::new_v4().to_string();
-    if setnx && !take(&mut redis, &lock, &token).await {
-        return StatusCode::SERVICE_UNAVAILABLE;
-    }
+    let rslock_hold = match &guard {
+        HandlerLock::None => None,
+        HandlerLock::SetNx => match take(&mut redis, &lock, &token).await {
+            true => None,
+            false => return StatusCode::SERVICE_UNAVAILABLE,
+        },
+        HandlerLock::Rslock(rslock) => {
+            match rslock.lock(lock.as_str(), Duration::from_secs(5)).await {
+                Ok(hold) => Some(hold),
+                Err(_) => return StatusCode::SERVICE_UNAVAILABLE,
+            }
+        }
+    };
     let balance: i64 = redis.get(format!("balance:{id}")).await.unwrap_or(0);
     tokio::time::sleep(hold).await;
     // the deposit and the count of deposits answered 200, in one round trip
@@ -276,22 +306,25 @@ async fn deposit(
         .set(format!("balance:{id}"), balance + 1)
         .incr("served", 1);
     let written: redis::RedisResult<()> = write.query_async(&mut redis).await;
-    if setnx {
-        let release = redis::Script::new(
-            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-        );
-        let _: redis::RedisResult<i64> = release
-            .key(&lock)
-            .arg(&token)
-            .invoke_async(&mut redis)
-            .await;
+    match (&guard, rslock_hold) {
+        (HandlerLock::SetNx, _) => {
+            let release = redis::Script::new(
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+            );
+            let _: redis::RedisResult<i64> = release
+                .key(&lock)
+                .arg(&token)
+                .invoke_async(&mut redis)
+                .await;
+        }
+        (HandlerLock::Rslock(rslock), Some(hold)) => rslock.unlock(&hold).await,
+        _ => {}
     }
     match written {
         Ok(()) => StatusCode::OK,
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
-
 /// The hand-rolled lock: `SET lock token NX PX 5000`, retried every 2 ms up to 1,000 times.
 async fn take(redis: &mut MultiplexedConnection, lock: &str, token: &str) -> bool {
     for _ in 0..1000 {

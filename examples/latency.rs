@@ -6,8 +6,9 @@
 //! ```
 //!
 //! Prints medians and p99 of: PING round trip, uncontended acquire+release (exclusive and fair;
-//! beside them, in the same loop, the cycle of a hand-rolled lock: `SET NX PX` and a
-//! compare-and-delete script; the three take turns at running first after the PING), exclusive
+//! beside them, in the same loop, the cycle of a hand-rolled lock, `SET NX PX` and a
+//! compare-and-delete script, and rslock's cycle, the same protocol through a Redlock crate on one
+//! server; the four take turns at running first after the PING), exclusive
 //! and fair hand-off (holder calls release -> another waiting request's acquire returns), and the
 //! Redis commands one uncontended acquire+release costs. Hand-offs are measured two ways:
 //!
@@ -47,22 +48,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let m = LockManager::redis(&url).await?;
     let other = LockManager::redis(&url).await?;
     let opts = LockOptions::exclusive();
+    let rslock = rslock::LockManager::new(vec![url.as_str()]);
 
     // PING and acquire+release alternate, so both see the same machine at the same moment.
     let mut ping = Vec::with_capacity(SAMPLES);
     let mut uncontended = Vec::with_capacity(SAMPLES);
     let mut uncontended_fair = Vec::with_capacity(SAMPLES);
     let mut setnx = Vec::with_capacity(SAMPLES);
+    let mut rslocks = Vec::with_capacity(SAMPLES);
     for i in 0..SAMPLES + SAMPLES / 10 {
         let p = time(ping_once(&conn)).await;
-        // The three cycles take turns at running first: the first after the PING pays for the
+        // The four cycles take turns at running first: the first after the PING pays for the
         // connection it found idle, and no variant should always be the one that pays.
-        let (mut u, mut f, mut n) = Default::default();
-        for turn in 0..3 {
-            match (i + turn) % 3 {
+        let (mut u, mut f, mut n, mut r) = Default::default();
+        for turn in 0..4 {
+            match (i + turn) % 4 {
                 0 => u = time(lock_cycle(&m, "bench:uncontended", &opts)).await,
                 1 => f = time(lock_cycle(&m, "bench:fair", &LockOptions::fair())).await,
-                _ => n = time(setnx_cycle(&conn)).await,
+                2 => n = time(setnx_cycle(&conn)).await,
+                _ => r = time(rslock_cycle(&rslock)).await,
             }
         }
         if i >= SAMPLES / 10 {
@@ -70,6 +74,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             uncontended.push(u);
             uncontended_fair.push(f);
             setnx.push(n);
+            rslocks.push(r);
         }
     }
 
@@ -113,6 +118,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("uncontended acquire+release", &uncontended),
         ("uncontended fair acquire+release", &uncontended_fair),
         ("hand-rolled SET NX + compare-and-delete", &setnx),
+        ("rslock lock + unlock", &rslocks),
         ("PING (acquire+drop run)", &dropped_ping),
         ("uncontended acquire+drop (background release)", &dropped),
         ("exclusive hand-off under load", &hot),
@@ -313,4 +319,11 @@ async fn setnx_cycle(conn: &redis::aio::MultiplexedConnection) {
     static RELEASE: LazyLock<redis::Script> = LazyLock::new(setnx::release_script);
     let mut conn = conn.clone();
     (setnx::cycle(&mut conn, &RELEASE, "bench:setnx").await).expect("hand-rolled cycle");
+}
+
+/// One cycle of rslock's lock on one server: `lock` (`SET NX PX`), then `unlock` (a
+/// compare-and-delete script).
+async fn rslock_cycle(rslock: &rslock::LockManager) {
+    let hold = rslock.lock("bench:rslock", Duration::from_secs(30)).await;
+    rslock.unlock(&hold.expect("rslock lock")).await;
 }

@@ -2,10 +2,10 @@
 # The client's instructions per uncontended acquire + release (the `cycle` example), counted by
 # valgrind (callgrind) while a native redis-server serves it: each cycle is run 1,000 and 3,000
 # times, and the difference over 2,000 is its cost without the process's setup. The hand-rolled
-# `SET NX` cycle runs beside ours. User space only; the count repeats within ~1 % from run to run.
+# `SET NX` cycle and rslock's run beside ours. User space only; the count repeats within ~1 % from run to run.
 #
 #   cargo build --release --example cycle
-#   scripts/cycle-instructions.sh                      # exclusive, fair, setnx
+#   scripts/cycle-instructions.sh                      # exclusive, fair, setnx, rslock
 #   CYCLE_BIN=/tmp/cycle-old scripts/cycle-instructions.sh exclusive    # another build
 #
 # Needs valgrind (`apt-get install valgrind`).
@@ -27,7 +27,7 @@ count() { # instructions of `cycle KIND N`
 }
 
 kinds=("$@")
-[ ${#kinds[@]} -gt 0 ] || kinds=(exclusive fair setnx)
+[ ${#kinds[@]} -gt 0 ] || kinds=(exclusive fair setnx rslock)
 for kind in "${kinds[@]}"; do
     few=$(count "$kind" 1000)
     many=$(count "$kind" 3000)
