@@ -60,6 +60,55 @@ impl Hasher for Hashed {
     }
 }
 
+/// `<prefix><separator><n>`, and `<separator><tag>` after it when there is a tag, as one shared
+/// string. Owner ids and wait names are made this way for every request: written without the
+/// formatting machinery, and straight into the shared string (no `String` in between) when short,
+/// as every name made from a manager id is.
+pub(crate) fn numbered(prefix: &str, separator: char, n: u64, tag: Option<char>) -> Arc<str> {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    let mut rest = n;
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    let (mut sep, mut tag_utf8) = ([0u8; 4], [0u8; 4]);
+    let sep = separator.encode_utf8(&mut sep).as_bytes();
+    let tag = tag.map_or(&[][..], |t| t.encode_utf8(&mut tag_utf8).as_bytes());
+    let tail: [&[u8]; 2] = if tag.is_empty() {
+        [&[], &[]]
+    } else {
+        [sep, tag]
+    };
+    let mut name = [0u8; 128];
+    let mut len = 0;
+    for part in [prefix.as_bytes(), sep, &digits[start..], tail[0], tail[1]] {
+        let Some(room) = name.get_mut(len..len + part.len()) else {
+            return Arc::from(spelled_out(prefix, separator, n, tag));
+        };
+        room.copy_from_slice(part);
+        len += part.len();
+    }
+    // whole strings and chars joined: always UTF-8
+    std::str::from_utf8(&name[..len]).map_or_else(
+        |_| Arc::from(spelled_out(prefix, separator, n, tag)),
+        Arc::from,
+    )
+}
+
+/// [`numbered`] through the formatting machinery, for a name too long for its buffer.
+fn spelled_out(prefix: &str, separator: char, n: u64, tag: &[u8]) -> String {
+    let tag = std::str::from_utf8(tag).unwrap_or_default();
+    match tag {
+        "" => format!("{prefix}{separator}{n}"),
+        tag => format!("{prefix}{separator}{n}{separator}{tag}"),
+    }
+}
+
 /// A name and its keyed hash, made together: what both ids are.
 #[derive(Clone)]
 struct HashedName {
@@ -167,6 +216,19 @@ impl fmt::Display for OwnerId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbered_names_join_their_parts() {
+        assert_eq!(&*numbered("m", ':', 0, None), "m:0");
+        assert_eq!(&*numbered("m:7", '|', 42, None), "m:7|42");
+        assert_eq!(
+            &*numbered("m:7", '|', u64::MAX, Some('r')),
+            format!("m:7|{}|r", u64::MAX)
+        );
+        assert_eq!(&*numbered("", '|', 10, Some('é')), "|10|é");
+        let long = "x".repeat(200);
+        assert_eq!(&*numbered(&long, ':', 5, Some('w')), format!("{long}:5:w"));
+    }
 
     #[test]
     fn ids_are_equal_and_hash_alike_when_their_names_are() {

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 pub(crate) use crate::ids::LockId;
-use crate::ids::{IdMap, OwnerId};
+use crate::ids::{numbered, IdMap, OwnerId};
 
 /// One waiting request.
 #[derive(Debug)]
@@ -142,10 +142,7 @@ impl WaitRegistry {
         let waiter = Arc::new(Waiter {
             seq,
             owner: owner.clone(),
-            name: Arc::from(match kind {
-                Some(kind) => format!("{owner}|{seq}|{kind}"),
-                None => format!("{owner}|{seq}"),
-            }),
+            name: numbered(owner, '|', seq, kind),
             woken: AtomicBool::new(false),
             in_queue: AtomicBool::new(false),
             granted: AtomicU64::new(0),

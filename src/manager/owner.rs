@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::LockGuard;
 use super::{LockManager, Shared};
 use crate::error::LockError;
-use crate::ids::OwnerId;
+use crate::ids::{numbered, OwnerId};
 use crate::options::LockOptions;
 
 /// The holder identity of one request: locks it takes can be re-entered by it (each re-entry is one
@@ -65,26 +65,10 @@ impl LockOwner {
 }
 
 impl Shared {
-    /// `<manager id>:<seq>`, written without the formatting machinery: this runs for every
-    /// request.
+    /// `<manager id>:<seq>`.
     pub(super) fn new_owner_id(&self) -> OwnerId {
-        let mut seq = self.next_owner.fetch_add(1, Ordering::Relaxed);
-        let mut digits = [0u8; 20];
-        let mut start = digits.len();
-        loop {
-            start -= 1;
-            digits[start] = b'0' + (seq % 10) as u8;
-            seq /= 10;
-            if seq == 0 {
-                break;
-            }
-        }
-        let digits = std::str::from_utf8(&digits[start..]).unwrap_or_default();
-        let mut id = String::with_capacity(self.id.len() + 1 + digits.len());
-        id.push_str(&self.id);
-        id.push(':');
-        id.push_str(digits);
-        OwnerId::new(id)
+        let seq = self.next_owner.fetch_add(1, Ordering::Relaxed);
+        OwnerId::new(numbered(&self.id, ':', seq, None))
     }
 }
 
