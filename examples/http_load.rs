@@ -16,6 +16,10 @@
 //! the deposits the service answered 200 (it counts them in Redis, in the pipeline of its write),
 //! and prints the CPU time per request of Redis (`INFO cpu` before and after the load) and of the two
 //! replica processes (`/proc/<pid>/stat`).
+//!
+//! `HTTP_LOAD_REDIS_CPU=1` gives Redis a CPU of its own, as a server on another machine has: Redis
+//! is pinned to CPU 1, the replicas and wrk to the other CPUs (`taskset`). By default all of them
+//! share every CPU, and Redis's CPU time per request is taken from the replicas.
 //! Needs `wrk` (`apt-get install wrk`) and `redis-server`.
 
 #[path = "../tests/support/mod.rs"]
@@ -56,6 +60,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Err(_) => vec![100, 1],
     };
     let server = support::RedisServer::start();
+    let pinning = Pinning::from_env(&server)?;
     println!(
         "two replicas, wrk -t1 -c32 -d{secs}s on each; hold {} ms",
         env("HTTP_LOAD_HOLD_MS", 1)
@@ -67,7 +72,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for keys in key_counts {
         for run in 1..=2 {
             for variant in VARIANTS {
-                let r = measure(&server, variant, keys, secs).await?;
+                let r = measure(&server, &pinning, variant, keys, secs).await?;
                 println!(
                     "{keys:>4} {variant:<16} {:>9.0} {:>9.1} {:>9} {:>10} {:>10.1}µs {:>12.1}µs  (run {run})",
                     r.rate, r.p99_ms, r.failed, r.lost, r.redis_us, r.replicas_us
@@ -93,6 +98,7 @@ struct Outcome {
 
 async fn measure(
     server: &support::RedisServer,
+    pinning: &Pinning,
     variant: &str,
     keys: u64,
     secs: u64,
@@ -102,7 +108,8 @@ async fn measure(
     let mut replicas = Replicas(Vec::new());
     for port in ports {
         replicas.0.push(
-            Command::new(std::env::current_exe()?)
+            pinning
+                .command(std::env::current_exe()?)
                 .args(["serve", variant, &port.to_string(), &server.url()])
                 .stdout(Stdio::null())
                 .spawn()?,
@@ -127,7 +134,8 @@ async fn measure(
     let loads: Vec<Child> = ports
         .iter()
         .map(|port| {
-            Command::new("wrk")
+            pinning
+                .command("wrk")
                 .args(["-t1", "-c32", &format!("-d{secs}s"), "-s"])
                 .arg(&script)
                 .arg(format!("http://127.0.0.1:{port}"))
@@ -170,6 +178,59 @@ async fn measure(
         redis_us: redis_cpu_used * 1e6 / requests.max(1) as f64,
         replicas_us: replicas_cpu_used * 1e6 / requests.max(1) as f64,
     })
+}
+
+/// Where the processes of a run may run: with `HTTP_LOAD_REDIS_CPU=N`, Redis on CPU N alone and
+/// the replicas and wrk on the other CPUs; else anywhere.
+struct Pinning {
+    /// The CPUs left to the replicas and wrk (a `taskset` list), when Redis has one of its own.
+    others: Option<String>,
+}
+
+impl Pinning {
+    /// Read `HTTP_LOAD_REDIS_CPU`, and pin `server` (all its threads) to that CPU.
+    fn from_env(server: &support::RedisServer) -> Result<Pinning, Box<dyn std::error::Error>> {
+        let Ok(cpu) = std::env::var("HTTP_LOAD_REDIS_CPU") else {
+            return Ok(Pinning { others: None });
+        };
+        let cpu: usize = cpu.parse()?;
+        let cpus = std::thread::available_parallelism()?.get();
+        let others: Vec<String> = (0..cpus)
+            .filter(|c| *c != cpu)
+            .map(|c| c.to_string())
+            .collect();
+        if cpu >= cpus || others.is_empty() {
+            return Err(format!("HTTP_LOAD_REDIS_CPU={cpu}: needs another CPU of {cpus}").into());
+        }
+        let pid = server.pid().ok_or("redis-server has no process")?;
+        let pinned = Command::new("taskset")
+            .args(["-a", "-p", "-c", &cpu.to_string(), &pid.to_string()])
+            .stdout(Stdio::null())
+            .status()
+            .map_err(|err| format!("cannot run taskset ({err})"))?;
+        if !pinned.success() {
+            return Err(format!("taskset could not pin redis-server to CPU {cpu}").into());
+        }
+        println!(
+            "redis-server on CPU {cpu}; replicas and wrk on CPUs {}",
+            others.join(",")
+        );
+        Ok(Pinning {
+            others: Some(others.join(",")),
+        })
+    }
+
+    /// A command that runs `program` where the run's other processes may run.
+    fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        match &self.others {
+            Some(cpus) => {
+                let mut command = Command::new("taskset");
+                command.args(["-c", cpus]).arg(program);
+                command
+            }
+            None => Command::new(program),
+        }
+    }
 }
 
 /// The replica processes of one variant, killed when it ends, however it ends.
