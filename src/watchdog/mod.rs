@@ -14,11 +14,10 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::{join_all, BoxFuture};
 use tokio::sync::{oneshot, Notify};
-use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 
 use crate::backend::{Backend, LockParty};
-use crate::background::BackgroundQueue;
+use crate::background::{BackgroundQueue, Running};
 use crate::waiters::WaitRegistry;
 use claims::extend_claims;
 pub(crate) use claims::Claims;
@@ -53,7 +52,7 @@ impl Watchdog {
     /// handle of its background queue (the manager, its guards and its backend) is gone.
     pub(crate) async fn run(mut self) {
         // the background work in flight, so that a shutdown can wait for it
-        let mut work = JoinSet::new();
+        let mut work = Running::default();
         let mut renew_tick = every(self.lease / 3);
         // This tick does nothing but keep the runtime's timer driver due within HEARTBEAT. Tokio
         // wakes its driver thread whenever a timer earlier than its next wake-up is registered; with
@@ -68,10 +67,10 @@ impl Watchdog {
             tokio::select! {
                 _ = driver_tick.tick() => {}
                 next = self.background.next() => match next {
-                    Some(next) => { work.spawn(next); }
+                    Some(next) => work.start(next),
                     None => return,
                 },
-                Some(_) = work.join_next(), if !work.is_empty() => {}
+                _ = work.one_done(), if !work.is_empty() => {}
                 _ = &mut self.stopped => return self.background.finish_all(work).await,
                 _ = renew_tick.tick(), if renewals.is_idle() => renewals.start(self.renewal_round()),
                 _ = self.recheck.notified() => match renewals.is_idle() {
