@@ -1,6 +1,6 @@
 //! Work that finishes after its caller stopped waiting: a release sent from `Drop`, the rest of an
 //! attempt whose request went away, the masters a quorum verdict no longer needs. One task per
-//! manager (its watchdog) runs it all. It imports nothing of the crate.
+//! manager, started by its watchdog, runs it all. It imports nothing of the crate.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 
 use futures_util::future::{BoxFuture, CatchUnwind, FutureExt};
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 /// One piece of work to finish in the background.
 pub(crate) type Work = BoxFuture<'static, ()>;
@@ -43,13 +43,25 @@ impl Background {
 }
 
 impl BackgroundQueue {
-    /// The next piece of work; `None` once every [`Background`] handle is gone.
-    pub(crate) async fn next(&mut self) -> Option<Work> {
-        self.rx.recv().await
+    /// Run the work sent, until every [`Background`] handle is gone or `stopped` fires; then
+    /// finish the work in flight and what arrives meanwhile.
+    pub(crate) async fn run(mut self, mut stopped: oneshot::Receiver<()>) {
+        let mut running = Running::default();
+        loop {
+            tokio::select! {
+                next = self.rx.recv() => match next {
+                    Some(work) => running.start(work),
+                    None => break,
+                },
+                _ = running.one_done(), if !running.is_empty() => {}
+                _ = &mut stopped => break,
+            }
+        }
+        self.finish_all(running).await;
     }
 
     /// Run the work in `running` and what arrives meanwhile, until there is none.
-    pub(crate) async fn finish_all(&mut self, mut running: Running) {
+    async fn finish_all(&mut self, mut running: Running) {
         loop {
             while let Ok(work) = self.rx.try_recv() {
                 running.start(work);
@@ -66,21 +78,21 @@ impl BackgroundQueue {
 /// tasks of its own: a task per release cost the scheduler more instructions (about 3,000) than
 /// the client's share of the release itself.
 #[derive(Default)]
-pub(crate) struct Running(FuturesUnordered<CatchUnwind<AssertUnwindSafe<Work>>>);
+struct Running(FuturesUnordered<CatchUnwind<AssertUnwindSafe<Work>>>);
 
 impl Running {
     /// Start `work`. A panic in it ends that work only, not the task running the rest.
-    pub(crate) fn start(&mut self, work: Work) {
+    fn start(&mut self, work: Work) {
         self.0.push(AssertUnwindSafe(work).catch_unwind());
     }
 
     /// True when nothing runs.
-    pub(crate) fn is_empty(&self) -> bool {
+    fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// Run the work until one piece of it ends (at once when there is none).
-    pub(crate) async fn one_done(&mut self) {
+    async fn one_done(&mut self) {
         if let Some(Err(_)) = self.0.next().await {
             tracing::error!("a piece of background work panicked; the rest goes on");
         }
@@ -145,13 +157,14 @@ impl<T: Send + 'static> Drop for MustComplete<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::sync::oneshot;
 
     #[tokio::test]
     async fn a_panic_ends_its_own_work_and_not_the_rest() {
         let mut running = Running::default();
         let (sent, received) = oneshot::channel();
-        running.start(Box::pin(async { panic!("a piece of background work fails") }));
+        running.start(Box::pin(async {
+            panic!("a piece of background work fails")
+        }));
         running.start(Box::pin(async move {
             tokio::task::yield_now().await;
             let _ = sent.send("done");

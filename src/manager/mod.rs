@@ -143,7 +143,6 @@ impl Shared {
             claims: claims.clone(),
             waiters: wiring.waiters.clone(),
             eviction: timing.eviction,
-            background: queue,
             recheck: wiring.reconnected.clone(),
             stopped,
         };
@@ -158,7 +157,7 @@ impl Shared {
             claim: timing.eviction,
             id: wiring.manager_id,
             next_owner: AtomicU64::new(1),
-            watchdog: WatchdogTask::new(watchdog, stop),
+            watchdog: WatchdogTask::new(watchdog, queue, stop),
             inbox_stop: Mutex::new(inbox_stop),
             closing: Closing::default(),
             live: LiveHolds::default(),

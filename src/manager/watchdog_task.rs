@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::background::BackgroundQueue;
 use crate::watchdog::Watchdog;
 
 /// The watchdog of one manager, before and after it is spawned.
@@ -19,8 +20,8 @@ pub(crate) struct WatchdogTask {
 
 #[derive(Debug)]
 struct State {
-    /// The watchdog, until it is spawned.
-    unstarted: Option<Watchdog>,
+    /// The watchdog and the background work it runs, until it is spawned.
+    unstarted: Option<(Watchdog, BackgroundQueue)>,
     /// Tells the watchdog to finish its background work and end.
     stop: Option<oneshot::Sender<()>>,
     /// The spawned task.
@@ -28,10 +29,14 @@ struct State {
 }
 
 impl WatchdogTask {
-    /// `watchdog` ends once `stop` fires (or is dropped).
-    pub(crate) fn new(watchdog: Watchdog, stop: oneshot::Sender<()>) -> Self {
+    /// `watchdog` runs the work sent to `background`, and ends once `stop` fires (or is dropped).
+    pub(crate) fn new(
+        watchdog: Watchdog,
+        background: BackgroundQueue,
+        stop: oneshot::Sender<()>,
+    ) -> Self {
         let state = State {
-            unstarted: Some(watchdog),
+            unstarted: Some((watchdog, background)),
             stop: Some(stop),
             task: None,
         };
@@ -52,8 +57,8 @@ impl WatchdogTask {
             return;
         }
         let mut state = self.state();
-        if let Some(watchdog) = state.unstarted.take() {
-            state.task = Some(tokio::spawn(watchdog.run()));
+        if let Some((watchdog, background)) = state.unstarted.take() {
+            state.task = Some(tokio::spawn(watchdog.run(background)));
         }
         self.started.store(true, Ordering::Release);
     }

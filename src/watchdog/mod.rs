@@ -17,7 +17,7 @@ use tokio::sync::{oneshot, Notify};
 use tokio::time::MissedTickBehavior;
 
 use crate::backend::{Backend, LockParty};
-use crate::background::{BackgroundQueue, Running};
+use crate::background::BackgroundQueue;
 use crate::waiters::WaitRegistry;
 use claims::extend_claims;
 pub(crate) use claims::Claims;
@@ -38,21 +38,21 @@ pub(crate) struct Watchdog {
     pub(crate) waiters: Arc<WaitRegistry>,
     /// Fair waiters are heartbeat every eviction/3.
     pub(crate) eviction: Duration,
-    /// Work whose caller went away, run here.
-    pub(crate) background: BackgroundQueue,
     /// Told when a connection to Redis came back (the server may have restarted and forgotten
     /// locks): renew every lease now, so that a lease gone with it is known lost at once.
     pub(crate) recheck: Arc<Notify>,
-    /// Fires when the manager shuts down: the watchdog finishes its background work and ends.
+    /// Fires when the manager shuts down: the background work is finished, and the watchdog ends.
     pub(crate) stopped: oneshot::Receiver<()>,
 }
 
 impl Watchdog {
     /// Run until the manager shuts down (then finish the background work first), or until every
-    /// handle of its background queue (the manager, its guards and its backend) is gone.
-    pub(crate) async fn run(mut self) {
-        // the background work in flight, so that a shutdown can wait for it
-        let mut work = Running::default();
+    /// handle of its background queue (the manager, its guards and its backend) is gone. The
+    /// background work runs in a task of its own: it wakes once or twice per release sent from a
+    /// `Drop` (every request of a `LockLayer`), and each wake of this task polls every timer below.
+    pub(crate) async fn run(mut self, background: BackgroundQueue) {
+        let (stop_background, background_stopped) = oneshot::channel();
+        let mut background = tokio::spawn(background.run(background_stopped));
         let mut renew_tick = every(self.lease / 3);
         // This tick does nothing but keep the runtime's timer driver due within HEARTBEAT. Tokio
         // wakes its driver thread whenever a timer earlier than its next wake-up is registered; with
@@ -66,12 +66,12 @@ impl Watchdog {
         loop {
             tokio::select! {
                 _ = driver_tick.tick() => {}
-                next = self.background.next() => match next {
-                    Some(next) => work.start(next),
-                    None => return,
-                },
-                _ = work.one_done(), if !work.is_empty() => {}
-                _ = &mut self.stopped => return self.background.finish_all(work).await,
+                _ = &mut background => return,
+                _ = &mut self.stopped => {
+                    let _ = stop_background.send(());
+                    let _ = background.await;
+                    return;
+                }
                 _ = renew_tick.tick(), if renewals.is_idle() => renewals.start(self.renewal_round()),
                 _ = self.recheck.notified() => match renewals.is_idle() {
                     true => renewals.start(self.renewal_round()),
