@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --release --example http_load              # K = 100 and K = 1, every variant, twice
 //! HTTP_LOAD_KEYS=100 HTTP_LOAD_SECS=5 cargo run --release --example http_load
+//! HTTP_LOAD_VARIANTS=layer-fair,rslock cargo run --release --example http_load   # some variants
 //! ```
 //!
 //! The service: `PUT /accounts/{id}` reads the balance from Redis (`GET`), waits `HTTP_LOAD_HOLD_MS`
@@ -69,9 +70,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "{:>4} {:<16} {:>9} {:>9} {:>9} {:>10} {:>12} {:>14}",
         "K", "variant", "req/s", "p99 ms", "non-2xx", "lost", "Redis/req", "replicas/req"
     );
+    let variants: Vec<String> = match std::env::var("HTTP_LOAD_VARIANTS") {
+        Ok(list) => list.split(',').map(str::to_owned).collect(),
+        Err(_) => VARIANTS.map(str::to_owned).to_vec(),
+    };
+    if let Some(unknown) = variants.iter().find(|v| !VARIANTS.contains(&v.as_str())) {
+        return Err(format!("unknown variant {unknown:?}; variants: {VARIANTS:?}").into());
+    }
     for keys in key_counts {
         for run in 1..=2 {
-            for variant in VARIANTS {
+            for variant in &variants {
                 let r = measure(&server, &pinning, variant, keys, secs).await?;
                 println!(
                     "{keys:>4} {variant:<16} {:>9.0} {:>9.1} {:>9} {:>10} {:>10.1}µs {:>12.1}µs  (run {run})",
