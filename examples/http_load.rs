@@ -12,21 +12,27 @@
 //! `LockLayer` in exclusive mode and in fair mode, a hand-rolled lock taken in the handler
 //! (`SET NX PX`, retried every 2 ms up to 1,000 times, released by a compare-and-delete script),
 //! rslock's lock taken in the handler (the same protocol through a Redlock crate on one server, up
-//! to 1,000 retries after random delays below 2 ms), and no lock (to show the updates it loses). Two `wrk -t1 -c32` load the two replicas at once, over
-//! accounts drawn uniformly from K; afterwards the example sums the balances and compares them with
-//! the deposits the service answered 200 (it counts them in Redis, in the pipeline of its write),
-//! and prints the CPU time per request of Redis (`INFO cpu` before and after the load) and of the two
-//! replica processes (`/proc/<pid>/stat`).
+//! to 1,000 retries after random delays below 2 ms), and no lock (to show the updates it loses).
+//! Two `wrk -t1 -c32` load the two replicas at once, over accounts drawn uniformly from K;
+//! afterwards the example sums the balances and compares them with the deposits the service
+//! answered 200 (it counts them in Redis, in the pipeline of its write), and prints the CPU time
+//! per request of Redis (`INFO cpu` before and after the load) and of the two replica processes
+//! (`/proc/<pid>/stat`).
 //!
 //! `HTTP_LOAD_REDIS_CPU=1` gives Redis a CPU of its own, as a server on another machine has: Redis
 //! is pinned to CPU 1, the replicas and wrk to the other CPUs (`taskset`). By default all of them
 //! share every CPU, and Redis's CPU time per request is taken from the replicas.
 //! Needs `wrk` (`apt-get install wrk`) and `redis-server`.
 
+// the hand-rolled lock's release script (its whole cycle is the latency and cycle examples')
+#[allow(dead_code)]
+#[path = "common/setnx.rs"]
+mod setnx;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use std::process::{Child, Command, Stdio};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use axum::extract::{Path, State};
@@ -377,10 +383,9 @@ async fn deposit(
     let written: redis::RedisResult<()> = write.query_async(&mut redis).await;
     match (&guard, rslock_hold) {
         (HandlerLock::SetNx, _) => {
-            let release = redis::Script::new(
-                "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-            );
-            let _: redis::RedisResult<i64> = release
+            // made once: a `Script` hashes its source when made
+            static RELEASE: LazyLock<redis::Script> = LazyLock::new(setnx::release_script);
+            let _: redis::RedisResult<i64> = RELEASE
                 .key(&lock)
                 .arg(&token)
                 .invoke_async(&mut redis)
