@@ -17,7 +17,8 @@
 //! afterwards the example sums the balances and compares them with the deposits the service
 //! answered 200 (it counts them in Redis, in the pipeline of its write), and prints the CPU time
 //! per request of Redis (`INFO cpu` before and after the load) and of the two replica processes
-//! (`/proc/<pid>/stat`).
+//! (`/proc/<pid>/stat`), and the replicas' context switches per request (their threads'
+//! `/proc/<pid>/task/*/status`).
 //!
 //! `HTTP_LOAD_REDIS_CPU=1` gives Redis a CPU of its own, as a server on another machine has: Redis
 //! is pinned to CPU 1, the replicas and wrk to the other CPUs (`taskset`). By default all of them
@@ -73,8 +74,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         env("HTTP_LOAD_HOLD_MS", 1)
     );
     println!(
-        "{:>4} {:<16} {:>9} {:>9} {:>9} {:>10} {:>12} {:>14}",
-        "K", "variant", "req/s", "p99 ms", "non-2xx", "lost", "Redis/req", "replicas/req"
+        "{:>4} {:<16} {:>9} {:>9} {:>9} {:>10} {:>12} {:>14} {:>14}",
+        "K",
+        "variant",
+        "req/s",
+        "p99 ms",
+        "non-2xx",
+        "lost",
+        "Redis/req",
+        "replicas/req",
+        "switches/req"
     );
     let variants: Vec<String> = match std::env::var("HTTP_LOAD_VARIANTS") {
         Ok(list) => list.split(',').map(str::to_owned).collect(),
@@ -88,8 +97,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             for variant in &variants {
                 let r = measure(&server, &pinning, variant, keys, secs).await?;
                 println!(
-                    "{keys:>4} {variant:<16} {:>9.0} {:>9.1} {:>9} {:>10} {:>10.1}µs {:>12.1}µs  (run {run})",
-                    r.rate, r.p99_ms, r.failed, r.lost, r.redis_us, r.replicas_us
+                    "{keys:>4} {variant:<16} {:>9.0} {:>9.1} {:>9} {:>10} {:>10.1}µs {:>12.1}µs {:>14.2}  (run {run})",
+                    r.rate, r.p99_ms, r.failed, r.lost, r.redis_us, r.replicas_us, r.switches
                 );
             }
         }
@@ -108,6 +117,8 @@ struct Outcome {
     redis_us: f64,
     /// The replica processes' CPU time (user + system) per request, in µs.
     replicas_us: f64,
+    /// The replica processes' context switches (their threads', voluntary or not) per request.
+    switches: f64,
 }
 
 async fn measure(
@@ -145,6 +156,7 @@ async fn measure(
     )?;
     let cpu_before = redis_cpu(server);
     let replicas_before: f64 = replicas.0.iter().map(process_cpu).sum();
+    let switches_before: u64 = replicas.0.iter().map(context_switches).sum();
     let loads: Vec<Child> = ports
         .iter()
         .map(|port| {
@@ -174,6 +186,7 @@ async fn measure(
     }
     let redis_cpu_used = redis_cpu(server) - cpu_before;
     let replicas_cpu_used = replicas.0.iter().map(process_cpu).sum::<f64>() - replicas_before;
+    let switches = replicas.0.iter().map(context_switches).sum::<u64>() - switches_before;
     // let requests still in flight when wrk stopped finish before reading the balances
     tokio::time::sleep(Duration::from_millis(500)).await;
     drop(replicas);
@@ -191,6 +204,7 @@ async fn measure(
         lost: served - total,
         redis_us: redis_cpu_used * 1e6 / requests.max(1) as f64,
         replicas_us: replicas_cpu_used * 1e6 / requests.max(1) as f64,
+        switches: switches as f64 / requests.max(1) as f64,
     })
 }
 
@@ -284,6 +298,21 @@ fn process_cpu(child: &Child) -> f64 {
     };
     // utime and stime are the 14th and 15th fields: the 12th and 13th after the name
     (ticks(11) + ticks(12)) / 100.0
+}
+
+/// The context switches of a child process's threads so far, voluntary or not
+/// (`/proc/<pid>/task/*/status`); 0 where there are no such files.
+fn context_switches(child: &Child) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id()));
+    (tasks.into_iter().flatten().flatten())
+        .filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok())
+        .flat_map(|status| {
+            (status.lines())
+                .filter(|line| line.contains("ctxt_switches:"))
+                .filter_map(|line| line.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
 }
 
 async fn wait_for_port(port: u16) {
