@@ -8,6 +8,8 @@
 #   cargo build --release --example http_load
 #   scripts/request-instructions.sh                          # layer-fair, layer-exclusive, rslock, setnx
 #   HTTP_LOAD_BIN=/tmp/http_load-old scripts/request-instructions.sh layer-fair   # another build
+#   OUT=/tmp/fair.cg scripts/request-instructions.sh layer-fair    # keep the loaded run's profile
+#   callgrind_annotate --inclusive=yes /tmp/fair.cg                 # where the instructions go
 #
 # Needs valgrind (`apt-get install valgrind`) and wrk (`apt-get install wrk`).
 set -euo pipefail
@@ -55,4 +57,5 @@ for variant in "${variants[@]}"; do
     setup=$instructions
     measure "$variant" "$secs"
     echo "$variant: $(((instructions - setup) / served)) instructions per request ($served requests)"
+    [ -z "${OUT:-}" ] || cp "$dir/cg.out" "$OUT"
 done
