@@ -316,3 +316,48 @@ async fn grant_outlives_its_claim_lease_on_redis() {
     let b = short_claim().redis(server.url()).build().await.unwrap();
     grant_outlives_its_claim_lease(a, b).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_handed_over_within_one_manager_outlives_its_claim_lease_on_redis() {
+    let server = support::RedisServer::start();
+    let m = short_claim().redis(server.url()).build().await.unwrap();
+    grant_outlives_its_claim_lease(m.clone(), m).await;
+}
+
+/// A release that grants the lock to a waiter of its own manager returns the grant in its answer,
+/// and the manager hands it over: Redis publishes nothing. A waiter of another manager is still
+/// told by message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_to_a_waiter_of_the_releasing_manager_is_not_published() {
+    let server = support::RedisServer::start();
+    let a = LockManager::builder().redis(server.url()).build().await;
+    let b = LockManager::builder().redis(server.url()).build().await;
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let opts = LockOptions::fair().wait_timeout(Duration::from_secs(10));
+    let wait_on = |m: &LockManager| {
+        let m = m.clone();
+        tokio::spawn(async move { m.acquire("own", &opts).await })
+    };
+
+    let holder = a.acquire("own", &opts).await.unwrap();
+    let same_manager = wait_on(&a);
+    assert!(eventually(GENEROUS, || a.queued() == 1).await, "queued");
+    let published = server.command_calls("publish");
+    let token = holder.fencing_token();
+    holder.release().await.unwrap();
+    let granted = same_manager.await.unwrap().expect("granted in memory");
+    assert!(granted.fencing_token() > token);
+    assert_eq!(
+        server.command_calls("publish"),
+        published,
+        "the grant to the releasing manager's own waiter went out as a message"
+    );
+
+    let other_manager = wait_on(&b);
+    assert!(eventually(GENEROUS, || b.queued() == 1).await, "queued");
+    let token = granted.fencing_token();
+    granted.release().await.unwrap();
+    let next = other_manager.await.unwrap().expect("granted by message");
+    assert!(next.fencing_token() > token);
+    assert_eq!(server.command_calls("publish"), published + 1);
+}

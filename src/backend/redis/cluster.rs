@@ -58,6 +58,7 @@ impl RedisBackend {
             manager_id: wiring.manager_id.clone(),
             timeout,
             eviction: settings.eviction,
+            waiters: wiring.waiters.clone(),
         });
         inbox.pass_unclaimed_to(pass_on(backend.clone(), wiring));
         let mut stop = InboxStop::default();

@@ -84,7 +84,8 @@ pub(crate) fn open_server(
         wiring.waiters.clone(),
     )?;
     let id = wiring.manager_id.clone();
-    let backend = RedisBackend::new(pool, keys, id, timeout, settings.eviction);
+    let waiters = wiring.waiters.clone();
+    let backend = RedisBackend::new(pool, keys, id, timeout, settings.eviction, waiters);
     Ok(Server {
         backend: Arc::new(backend),
         inbox,

@@ -49,7 +49,7 @@ use super::{AcquireRequest, Attempt, Released};
 use crate::error::BoxError;
 use crate::ids::OwnerId;
 use crate::key::LockKey;
-use crate::waiters::{Departure, LockId};
+use crate::waiters::{Departure, LockId, WaitRegistry};
 
 /// One manager's view of one Redis server.
 #[derive(Debug)]
@@ -68,6 +68,8 @@ pub(crate) struct RedisBackend {
     /// Fair mode: a queued waiter without heartbeat for this long is evicted; a grant starts with a
     /// claim lease this long.
     eviction: Duration,
+    /// The manager's waiters, to whom it hands the grants its own releases make.
+    waiters: Arc<WaitRegistry>,
 }
 
 /// An acquire script's answer: the fencing token (> 0) when acquired; when busy, -1 - the
@@ -148,6 +150,7 @@ impl RedisBackend {
         manager_id: Arc<str>,
         timeout: Duration,
         eviction: Duration,
+        waiters: Arc<WaitRegistry>,
     ) -> Self {
         RedisBackend {
             pool,
@@ -159,6 +162,7 @@ impl RedisBackend {
             manager_id,
             timeout,
             eviction,
+            waiters,
         }
     }
 
@@ -310,8 +314,8 @@ impl RedisBackend {
         if let Some(token) = token {
             call.arg(token);
         }
-        let left: i64 = self.invoke(slot_hint(id), &call).await?;
-        Ok(released(left))
+        let answer = self.invoke(slot_hint(id), &call).await?;
+        self.released(id, answer).await
     }
 
     /// On a cluster, subscribe to this manager's channel of the slot of `req`'s lock before an

@@ -17,7 +17,7 @@ pub(crate) enum Unclaimed {
 /// Parse a grant message, `g|<lock>|<waiter>|<token>`, into the lock, the waiter (`<owner>|<n>`,
 /// or `<owner>|<n>|<kind>` for a shared lock) and the token. A lock id is `{N:K}` with every `}`
 /// of N and K escaped, so its first `}` ends it; waiters and tokens contain no `}`.
-fn parse_grant(msg: &str) -> Option<(&str, &str, u64)> {
+pub(super) fn parse_grant(msg: &str) -> Option<(&str, &str, u64)> {
     let rest = msg.strip_prefix("g|")?;
     let lock = &rest[..=rest.find('}')?];
     let (waiter, token) = rest[lock.len()..].strip_prefix('|')?.rsplit_once('|')?;

@@ -6,7 +6,8 @@
 -- ARGV: owner, inbox channel prefix, claim lease ms, [fencing token of the hold (absent: any hold
 --       of the owner)]
 -- Returns -1 when the owner did not hold the lock (under that token), else the holds left (0:
--- freed).
+-- freed); when the lock went to a waiter of the owner's own manager, the grant
+-- ('g|<lock>|<waiter>|<token>'), which that manager hands to its waiter instead of a message.
 local lock, waiters, owner, token = KEYS[1], KEYS[2], ARGV[1], ARGV[4]
 local state = redis.call('HMGET', lock, owner, '#w', '#t')
 if token and state[3] ~= token then
@@ -26,7 +27,8 @@ if not state[2] then
   -- nobody may wait: a release that returns here never defines the helpers below
   return 0
 end
-if not grant_next(lock, KEYS[3], KEYS[4], ARGV[2], ARGV[3]) then
+local granted, grant = grant_next(lock, KEYS[3], KEYS[4], ARGV[2], ARGV[3], nil, owner)
+if not granted then
   notify_next(waiters, ARGV[2], lock)
 end
-return 0
+return grant or 0
