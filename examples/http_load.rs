@@ -147,7 +147,8 @@ async fn measure(
     std::fs::write(
         &script,
         format!(
-            "request = function() return wrk.format('PUT', '/accounts/' .. math.random({keys})) end\n\
+            "init = function(args) math.randomseed(tonumber(args[1])) end\n\
+             request = function() return wrk.format('PUT', '/accounts/' .. math.random({keys})) end\n\
              done = function(summary, latency, requests)\n\
              io.write(string.format('RESULT %d %d %d\\n', summary.requests, \
              summary.errors.status, latency:percentile(99)))\n\
@@ -165,6 +166,8 @@ async fn measure(
                 .args(["-t1", "-c32", &format!("-d{secs}s"), "-s"])
                 .arg(&script)
                 .arg(format!("http://127.0.0.1:{port}"))
+                // each wrk draws its own accounts: unseeded, both would draw the same ones
+                .args(["--", &port.to_string()])
                 .stdout(Stdio::piped())
                 .spawn()
                 .map_err(|err| format!("cannot run wrk ({err}): apt-get install wrk"))

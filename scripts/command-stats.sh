@@ -14,10 +14,14 @@ sleep 0.3
 "$bin" serve "$variant" 18091 "redis://127.0.0.1:$port" & a=$!
 "$bin" serve "$variant" 18092 "redis://127.0.0.1:$port" & b=$!
 sleep 1
-echo "request = function() return wrk.format('PUT', '/accounts/' .. math.random($keys)) end" > "$dir/keys.lua"
+# each wrk seeds its draws with its port: unseeded, both would draw the same accounts
+cat > "$dir/keys.lua" <<LUA
+init = function(args) math.randomseed(tonumber(args[1])) end
+request = function() return wrk.format('PUT', '/accounts/' .. math.random($keys)) end
+LUA
 redis-cli -p "$port" config resetstat >/dev/null
-wrk -t1 -c32 -d5s -s "$dir/keys.lua" http://127.0.0.1:18091 > "$dir/w1.txt" & first=$!
-wrk -t1 -c32 -d5s -s "$dir/keys.lua" http://127.0.0.1:18092 > "$dir/w2.txt"
+wrk -t1 -c32 -d5s -s "$dir/keys.lua" http://127.0.0.1:18091 -- 18091 > "$dir/w1.txt" & first=$!
+wrk -t1 -c32 -d5s -s "$dir/keys.lua" http://127.0.0.1:18092 -- 18092 > "$dir/w2.txt"
 wait "$first"
 sleep 1
 requests=$(cat "$dir/w1.txt" "$dir/w2.txt" | awk '/requests in/ {s += $1} END {print s}')
