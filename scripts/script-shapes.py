@@ -20,12 +20,21 @@ times on fresh lock names in each shape, one round after the other:
 Printed: Redis's µs per call (INFO commandstats) of the acquire and the release, and their sum,
 beside the hand-rolled lock's `SET NX PX` and compare-and-delete replayed the same way. A
 measurement only (BENCHMARKS.md, "What an acquisition costs Redis and the client").
+
+    CALLGRIND=1 CALLS=4000 ROUNDS=1 scripts/script-shapes.py
+
+counts instead the instructions redis-server runs per call (thousands; valgrind's callgrind,
+zeroed before and dumped after each replay), which unlike µs do not move with the VM's hour.
 """
+import contextlib
+import glob
 import importlib.util
 import os
 import re
+import subprocess
 import sys
 import tempfile
+import time
 
 os.environ.setdefault("PORT", "7121")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,6 +45,8 @@ cli, words, resp = costs.cli, costs.words, costs.resp
 
 SOURCES = os.path.join(HERE, "..", "src", "backend", "redis")
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
+CALLGRIND = os.environ.get("CALLGRIND") == "1"
+UNIT = "k instructions" if CALLGRIND else "µs"
 
 
 # The string-record sketch, with the keys and arguments of the crate's calls: the acquire's KEYS
@@ -97,10 +108,48 @@ def library(name, prefix, acquire, release, helpers=""):
 
 
 def per_call(calls, command):
+    """µs per call of `command` (thousands of instructions under CALLGRIND) sending `calls`."""
+    if CALLGRIND:
+        return instructions_per_call(calls)
     cli("config", "resetstat")
     cli("--pipe", stdin="".join(resp(c) for c in calls))
     stats = re.search(rf"cmdstat_{command}:calls=(\d+),usec=(\d+)", cli("info", "commandstats"))
     return int(stats.group(2)) / int(stats.group(1))
+
+
+CALLGRIND_OUT = os.path.join(tempfile.gettempdir(), f"script-shapes-{os.getpid()}.cg")
+callgrind_pid = []
+
+
+@contextlib.contextmanager
+def server_under_callgrind():
+    """The replays' redis-server on PORT, run by valgrind's callgrind."""
+    server = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={CALLGRIND_OUT}",
+         "redis-server", "--port", costs.PORT, "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    callgrind_pid.append(str(server.pid))
+    try:
+        while cli("ping").strip() != "PONG":
+            time.sleep(0.2)
+        yield
+    finally:
+        cli("shutdown", "nosave")
+        server.wait()
+        for dump in glob.glob(CALLGRIND_OUT + "*"):
+            os.remove(dump)
+
+
+def instructions_per_call(calls):
+    """Thousands of instructions redis-server ran per call while `calls` were sent."""
+    subprocess.run(["callgrind_control", "-z", callgrind_pid[0]], capture_output=True)
+    cli("--pipe", stdin="".join(resp(c) for c in calls))
+    subprocess.run(["callgrind_control", "-d", callgrind_pid[0]], capture_output=True)
+    dump = max(glob.glob(CALLGRIND_OUT + ".*"), key=os.path.getmtime)
+    with open(dump) as f:
+        total = int(re.search(r"^summary: (\d+)", f.read(), re.M).group(1))
+    return total / len(calls) / 1000
 
 
 def replay(first, call):
@@ -113,7 +162,7 @@ def replay(first, call):
 
 
 def main():
-    with costs.own_server():
+    with server_under_callgrind() if CALLGRIND else costs.own_server():
         with tempfile.TemporaryDirectory() as dir:
             lines = costs.record("exclusive", f"{dir}/exclusive.txt")
         sources, (acquire, release) = first_calls(lines)
@@ -144,13 +193,13 @@ def main():
                 left = int(cli("dbsize"))
                 if left:
                     sys.exit(f"{way}: the releases left {left} keys, so they released nothing")
-                print(f"{way:<20} acquire {a:.2f} + release {r:.2f} = {a + r:.2f} µs  (round {round})")
+                print(f"{way:<20} acquire {a:.2f} + release {r:.2f} = {a + r:.2f} {UNIT}  (round {round})")
             cli("flushall")
             owner = "1aa1dc3bbd474e5cab828cd1cf0d9f6c:2"
             sets = [["SET", f"{{bench%3A{i}}}", owner, "NX", "PX", "30000"] for i in range(costs.CALLS)]
             dels = [["EVALSHA", cad, "1", f"{{bench%3A{i}}}", owner] for i in range(costs.CALLS)]
             s, d = per_call(sets, "set"), per_call(dels, "evalsha")
-            print(f"{'hand-rolled':<20} SET NX {s:.2f} + compare-and-delete {d:.2f} = {s + d:.2f} µs")
+            print(f"{'hand-rolled':<20} SET NX {s:.2f} + compare-and-delete {d:.2f} = {s + d:.2f} {UNIT}")
 
 
 if __name__ == "__main__":
