@@ -164,10 +164,11 @@ async fn reads_queued_together_are_granted_together(fx: Fixture) {
         guards.push(read.await.unwrap());
     }
     if let Some(before) = published {
+        // the releasing manager's own three grants come back in the release's answer
         assert_eq!(
             messages() - before,
-            2,
-            "one message per manager for six grants"
+            1,
+            "one message for the other manager's three grants"
         );
     }
     assert!(

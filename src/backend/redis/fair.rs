@@ -1,44 +1,12 @@
 //! Fair (FIFO) locks on Redis: a queue per lock, grants made by the release script, heartbeats
 //! that keep live waiters queued and let dead ones be evicted.
 
-use redis::{FromRedisValue, Value};
-
-use super::postman::parse_grant;
-use super::{flag, names, released, server_ms, slot_hint, RedisBackend, ScriptCall};
-use crate::backend::{AcquireRequest, Attempt, LockParty, Released};
+use super::{flag, names, server_ms, slot_hint, RedisBackend, ScriptCall};
+use crate::backend::{AcquireRequest, Attempt, LockParty};
 use crate::error::BoxError;
 use crate::waiters::LockId;
 
 impl RedisBackend {
-    /// A release script's answer: the holds left (-1: none), or the grant of the freed lock `id`
-    /// to a waiter of this manager, which Redis returned instead of publishing it.
-    pub(super) async fn released(&self, id: &LockId, answer: Value) -> Result<Released, BoxError> {
-        if let Value::BulkString(grant) = &answer {
-            self.hand_over(id, grant).await;
-            return Ok(Released::Freed);
-        }
-        Ok(released(i64::from_redis_value(answer)?))
-    }
-
-    /// Hand a grant that one of this manager's releases made to its waiter, as the inbox hands
-    /// a grant message. A waiter that stopped waiting passes it on to the next one.
-    async fn hand_over(&self, id: &LockId, grant: &[u8]) {
-        let grant = std::str::from_utf8(grant).ok().and_then(parse_grant);
-        let Some((_, waiter, token)) = grant else {
-            tracing::debug!(
-                lock = &**id,
-                "malformed grant in a release's answer ignored"
-            );
-            return;
-        };
-        if self.waiters.grant(id, waiter, token) {
-            return;
-        }
-        if let Err(err) = self.leave_queue(id, waiter).await {
-            tracing::debug!(error = %err, "could not pass an unclaimed grant on");
-        }
-    }
-
     pub(crate) async fn fair_try_acquire(
         &self,
         req: &AcquireRequest<'_>,

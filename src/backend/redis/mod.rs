@@ -14,6 +14,7 @@ mod connect;
 mod connector;
 mod endpoint;
 mod fair;
+mod handover;
 mod inbox;
 mod locator;
 mod names;

@@ -75,9 +75,12 @@ end
 -- wherever it stands, so that a dead write at the head never holds back the reads behind it;
 -- the grants of a manager that no longer listens are dropped and their room granted on.
 -- `caller` (optional) is the waiter running this script: it learns of its grant from the answer.
--- Returns the caller's token when it was granted, else false.
-local function grant_shared(lock, holders, q, fence, family, prefix, claim_ms, caller)
-  local now, mine = now_ms(), false
+-- `releaser` (optional) is an owner whose manager runs this script: the grants to that manager's
+-- waiters are not published but returned, for the manager to hand over itself.
+-- Returns the caller's token when it was granted, else false; and the grants to the releaser's
+-- manager (one per line), if any.
+local function grant_shared(lock, holders, q, fence, family, prefix, claim_ms, caller, releaser)
+  local now, mine, here, handed = now_ms(), false, nil, nil
   for _ = 0, MAX_SKIPPED do
     local messages, order, owners = {}, {}, {}
     for _ = 0, MAX_SKIPPED do
@@ -111,8 +114,14 @@ local function grant_shared(lock, holders, q, fence, family, prefix, claim_ms, c
       end
     end
     local dropped = false
+    if releaser and #order > 0 then
+      here = here or manager_of(releaser)
+    end
     for _, manager in ipairs(order) do
-      if redis.call('PUBLISH', prefix .. manager, messages[manager]) == 0 then
+      if manager == here then
+        -- handed over by the releasing manager itself, which is alive: it sent this script
+        handed = handed and handed .. '\n' .. messages[manager] or messages[manager]
+      elseif redis.call('PUBLISH', prefix .. manager, messages[manager]) == 0 then
         for _, owner in ipairs(owners) do
           if manager_of(owner) == manager then
             drop_shared(lock, holders, owner)
@@ -122,10 +131,10 @@ local function grant_shared(lock, holders, q, fence, family, prefix, claim_ms, c
       end
     end
     if not dropped then
-      return mine
+      return mine, handed
     end
   end
-  return mine
+  return mine, handed
 end
 
 -- After a shared lock lost a holder or a waiter: when nobody holds it and nobody waits, its keys go.

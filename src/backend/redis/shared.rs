@@ -1,6 +1,7 @@
 //! Shared locks on Redis (read/write locks and semaphores): every hold has its own owner, token and
 //! lease; waiters queue in order, and a release grants the room it leaves to the waiters at the
-//! head of the queue, one message per manager.
+//! head of the queue, one message per manager (none for the releasing manager's own waiters: their
+//! grants come back in the release's answer).
 
 use super::{flag, names, server_ms, slot_hint, RedisBackend, ScriptCall};
 use crate::backend::{owner_of, shared_family, shared_kind_of, AcquireRequest, Attempt, Released};
@@ -54,8 +55,8 @@ impl RedisBackend {
         if let Some(token) = token {
             call.arg(token);
         }
-        let left: i64 = self.invoke(slot_hint(id), &call).await?;
-        Ok(super::released(left))
+        let answer = self.invoke(slot_hint(id), &call).await?;
+        self.released(id, answer).await
     }
 
     /// `waiter` left the queue of the shared lock `id`; a grant made to it and never used is

@@ -4,7 +4,8 @@
 -- ARGV: owner, inbox channel prefix, claim lease ms, [fencing token of the hold (absent: any hold
 --       of the owner)]
 -- Returns -1 when the owner did not hold the lock (under that token), else the holds left (0:
--- released).
+-- released); when the room went to waiters of the owner's own manager, their grants (one per
+-- line), which that manager hands over instead of a message.
 local lock, holders, q, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, token = ARGV[1], ARGV[4]
 purge(lock, holders, now_ms())
@@ -16,6 +17,6 @@ if state[1] ~= '1' then
   return redis.call('HINCRBY', lock, owner, '-1')
 end
 drop_shared(lock, holders, owner)
-grant_shared(lock, holders, q, fence, state[3], ARGV[2], ARGV[3])
+local _, grants = grant_shared(lock, holders, q, fence, state[3], ARGV[2], ARGV[3], nil, owner)
 tidy_shared(lock, holders, q)
-return 0
+return grants or 0
