@@ -23,6 +23,7 @@ on_both_backends!(
     a_permit_held_on_a_fixed_lease_returns_when_it_runs_out,
     a_cancelled_write_lets_the_reads_behind_it_in,
     a_writer_gets_in_under_a_stream_of_readers,
+    a_write_grant_racing_with_cancel_is_passed_on,
 );
 
 /// Queued requests across `managers` (in memory, one manager stands for all).
@@ -182,6 +183,44 @@ async fn reads_queued_together_are_granted_together(fx: Fixture) {
         guard.release().await.unwrap();
     }
     next_write.await.unwrap().release().await.unwrap();
+}
+
+/// A write granted as its waiter is cancelled goes on to the next waiter, whether the grant went
+/// out by message (the waiter's manager is not the releaser's) or came back in the release's
+/// answer (it is), and nothing stays queued.
+async fn a_write_grant_racing_with_cancel_is_passed_on(fx: Fixture) {
+    let (a, b) = (fx.manager().await, fx.manager().await);
+    let managers = [a.clone(), b.clone()];
+    for round in 0..40 {
+        let holder = a.acquire("wrace", &LockOptions::write()).await.unwrap();
+        let canceller = if round % 4 < 2 { &b } else { &a };
+        let cancelled = {
+            let m = canceller.clone();
+            tokio::spawn(async move { m.acquire("wrace", &LockOptions::write()).await.map(drop) })
+        };
+        assert!(eventually(GENEROUS, || queued(&fx, &managers) >= 1).await);
+        let patient = {
+            let opts = LockOptions::write().wait_timeout(Duration::from_secs(20));
+            let b = b.clone();
+            tokio::spawn(async move { b.acquire("wrace", &opts).await })
+        };
+        assert!(eventually(GENEROUS, || queued(&fx, &managers) >= 2).await);
+        let release = holder.release();
+        if round % 2 == 0 {
+            cancelled.abort();
+            release.await.unwrap();
+        } else {
+            release.await.unwrap();
+            cancelled.abort();
+        }
+        let _ = cancelled.await;
+        let next = tokio::time::timeout(Duration::from_secs(20), patient)
+            .await
+            .expect("the grant was lost: the next waiter hangs")
+            .unwrap();
+        next.expect("granted").release().await.unwrap();
+    }
+    assert_eq!(queued(&fx, &managers), 0);
 }
 
 async fn a_semaphore_admits_n_holds_in_order_of_arrival(fx: Fixture) {
