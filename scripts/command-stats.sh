@@ -3,28 +3,50 @@
 # of the example's service on a redis-server of their own, loaded by two `wrk -t1 -c32 -d5s` over
 # K accounts.
 # Usage: cargo build --release --example http_load
-#        scripts/command-stats.sh layer-fair [K]     # variants: layer-exclusive, layer-fair, setnx
+#        scripts/command-stats.sh layer-fair [K]     # variants: layer-exclusive, layer-fair,
+#                                                    # setnx, rslock
+#        CALLGRIND=1 scripts/command-stats.sh layer-fair [K]
+# With CALLGRIND=1 redis-server runs under valgrind's callgrind, and the script prints Redis's
+# instructions per request, which do not move with the VM's hour as CPU time does. Redis then runs
+# ~50 times slower and is the bound (two `wrk -t1 -c16 -d8s`; its batches are larger than in
+# `http_load`): compare builds or variants this way, not with `http_load`'s figures. OUT=<file>
+# keeps the profile. HTTP_LOAD_BIN picks another build of the example.
 set -euo pipefail
 variant="${1:?variant}"; keys="${2:-100}"; port="${PORT:-7393}"
 bin="${HTTP_LOAD_BIN:-target/release/examples/http_load}"
 dir=$(mktemp -d)
-redis-server --port "$port" --save "" --appendonly no --daemonize yes --logfile "$dir/redis.log" >/dev/null
+a=; b=; load=(-c32 -d5s)
 trap 'kill $a $b 2>/dev/null; redis-cli -p "$port" shutdown nosave >/dev/null 2>&1; rm -rf "$dir"' EXIT
-sleep 0.3
+if [ "${CALLGRIND:-}" = 1 ]; then
+    load=(-c16 -d8s)
+    valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" \
+        redis-server --port "$port" --save '' --appendonly no >"$dir/redis.log" 2>&1 &
+    server=$!
+else
+    redis-server --port "$port" --save "" --appendonly no --daemonize yes --logfile "$dir/redis.log" >/dev/null
+fi
+until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.2; done
 "$bin" serve "$variant" 18091 "redis://127.0.0.1:$port" & a=$!
 "$bin" serve "$variant" 18092 "redis://127.0.0.1:$port" & b=$!
-sleep 1
+sleep 2
 # each wrk seeds its draws with its port: unseeded, both would draw the same accounts
 cat > "$dir/keys.lua" <<LUA
 init = function(args) math.randomseed(tonumber(args[1])) end
 request = function() return wrk.format('PUT', '/accounts/' .. math.random($keys)) end
 LUA
 redis-cli -p "$port" config resetstat >/dev/null
-wrk -t1 -c32 -d5s -s "$dir/keys.lua" http://127.0.0.1:18091 -- 18091 > "$dir/w1.txt" & first=$!
-wrk -t1 -c32 -d5s -s "$dir/keys.lua" http://127.0.0.1:18092 -- 18092 > "$dir/w2.txt"
+[ -z "${server:-}" ] || callgrind_control -z "$server" >/dev/null 2>&1
+wrk -t1 "${load[@]}" -s "$dir/keys.lua" http://127.0.0.1:18091 -- 18091 > "$dir/w1.txt" & first=$!
+wrk -t1 "${load[@]}" -s "$dir/keys.lua" http://127.0.0.1:18092 -- 18092 > "$dir/w2.txt"
 wait "$first"
+[ -z "${server:-}" ] || callgrind_control -d "$server" >/dev/null 2>&1
 sleep 1
 requests=$(cat "$dir/w1.txt" "$dir/w2.txt" | awk '/requests in/ {s += $1} END {print s}')
 echo "$variant K=$keys: $requests requests"
 redis-cli -p "$port" info commandstats | tr -d '\r' | grep -E 'cmdstat_(evalsha|publish|get|set):' |
   awk -F'[:=,]' -v r="$requests" '{printf "%-18s calls/request %.3f  usec/request %.2f  usec/call %s\n", $1, $3 / r, $5 / r, $7}'
+if [ -n "${server:-}" ]; then
+    dump=$(ls -t "$dir"/cg.out.* | head -1)
+    echo "Redis instructions per request: $(( $(sed -n 's/^summary: //p' "$dump") / requests ))"
+    if [ -n "${OUT:-}" ]; then cp "$dump" "$OUT"; fi
+fi

@@ -127,31 +127,39 @@ async fn cancelled_waiter_leaves_the_queue_at_once(fx: Fixture) {
     assert_eq!(*order.lock().unwrap(), vec![0, 2]);
 }
 
-async fn grant_racing_with_cancel_is_passed_on(fx: Fixture) {
-    let a = fx.manager().await;
-    let b = fx.manager().await;
-    let started = Instant::now();
-    for round in 0..100 {
-        let holder = a.acquire("race", &LockOptions::fair()).await.unwrap();
-        // Half the rounds cancel a waiter of the holder's own manager, half one of another.
-        let canceller = if round % 4 < 2 { &b } else { &a };
+/// Requests of `managers` queued for a lock (in memory, both are the one manager).
+fn queued_in(fx: &Fixture, [a, b]: [&LockManager; 2]) -> usize {
+    a.queued() + if fx.is_memory() { 0 } else { b.queued() }
+}
+
+/// `rounds` times: `a` holds `key` in mode `opts`; a waiter queues, then a patient one of `b`; the
+/// holder releases as the first waiter is cancelled, just before or just after. The first waiter
+/// is `b`'s in half the rounds (its grant goes out by message) and `a`'s in the other half (it
+/// comes back in the release's answer): either way the patient waiter gets the lock.
+pub(crate) async fn grants_race_with_cancels(
+    fx: &Fixture,
+    [a, b]: [&LockManager; 2],
+    key: &'static str,
+    opts: LockOptions,
+    rounds: usize,
+) {
+    for round in 0..rounds {
+        let holder = a.acquire(key, &opts).await.unwrap();
+        let canceller = if round % 4 < 2 { b } else { a };
         let cancelled = {
             let m = canceller.clone();
-            tokio::spawn(async move { m.acquire("race", &LockOptions::fair()).await.map(drop) })
+            tokio::spawn(async move { m.acquire(key, &opts).await.map(drop) })
         };
         assert!(
-            eventually(GENEROUS, || b.queued() + a.queued() >= 1).await,
+            eventually(GENEROUS, || queued_in(fx, [a, b]) >= 1).await,
             "first waiter queued"
         );
         let patient = {
-            let a = a.clone();
-            tokio::spawn(async move {
-                let opts = LockOptions::fair().wait_timeout(Duration::from_secs(20));
-                a.acquire("race", &opts).await.map(|g| g.fencing_token())
-            })
+            let (b, opts) = (b.clone(), opts.wait_timeout(Duration::from_secs(20)));
+            tokio::spawn(async move { b.acquire(key, &opts).await.map(|g| g.fencing_token()) })
         };
         assert!(
-            eventually(GENEROUS, || b.queued() + a.queued() >= 2).await,
+            eventually(GENEROUS, || queued_in(fx, [a, b]) >= 2).await,
             "second waiter queued"
         );
         // release and cancel the head at (nearly) the same moment
@@ -170,6 +178,12 @@ async fn grant_racing_with_cancel_is_passed_on(fx: Fixture) {
             .unwrap();
         assert!(token.is_ok(), "round {round}: {token:?}");
     }
+}
+
+async fn grant_racing_with_cancel_is_passed_on(fx: Fixture) {
+    let (a, b) = (fx.manager().await, fx.manager().await);
+    let started = Instant::now();
+    grants_race_with_cancels(&fx, [&a, &b], "race", LockOptions::fair(), 100).await;
     // nothing left behind: the last guard's background release frees the lock for good
     let opts = LockOptions::fair().wait_timeout(Duration::from_secs(5));
     let free = a.acquire("race", &opts).await;

@@ -190,37 +190,8 @@ async fn reads_queued_together_are_granted_together(fx: Fixture) {
 /// answer (it is), and nothing stays queued.
 async fn a_write_grant_racing_with_cancel_is_passed_on(fx: Fixture) {
     let (a, b) = (fx.manager().await, fx.manager().await);
-    let managers = [a.clone(), b.clone()];
-    for round in 0..40 {
-        let holder = a.acquire("wrace", &LockOptions::write()).await.unwrap();
-        let canceller = if round % 4 < 2 { &b } else { &a };
-        let cancelled = {
-            let m = canceller.clone();
-            tokio::spawn(async move { m.acquire("wrace", &LockOptions::write()).await.map(drop) })
-        };
-        assert!(eventually(GENEROUS, || queued(&fx, &managers) >= 1).await);
-        let patient = {
-            let opts = LockOptions::write().wait_timeout(Duration::from_secs(20));
-            let b = b.clone();
-            tokio::spawn(async move { b.acquire("wrace", &opts).await })
-        };
-        assert!(eventually(GENEROUS, || queued(&fx, &managers) >= 2).await);
-        let release = holder.release();
-        if round % 2 == 0 {
-            cancelled.abort();
-            release.await.unwrap();
-        } else {
-            release.await.unwrap();
-            cancelled.abort();
-        }
-        let _ = cancelled.await;
-        let next = tokio::time::timeout(Duration::from_secs(20), patient)
-            .await
-            .expect("the grant was lost: the next waiter hangs")
-            .unwrap();
-        next.expect("granted").release().await.unwrap();
-    }
-    assert_eq!(queued(&fx, &managers), 0);
+    crate::fair::grants_race_with_cancels(&fx, [&a, &b], "wrace", LockOptions::write(), 40).await;
+    assert_eq!(queued(&fx, &[a, b]), 0);
 }
 
 async fn a_semaphore_admits_n_holds_in_order_of_arrival(fx: Fixture) {
