@@ -238,13 +238,13 @@ mod tests {
                 "next_token",
                 "take",
                 "manager_of",
-                "notify_next",
                 "heartbeat_key",
                 "owner_of",
                 "MAX_SKIPPED",
-                "grant_next"
+                "grant_next",
+                "notify_next"
             ],
-            "the release, through grant_next"
+            "the release, through grant_next, then notify_next where nobody was granted the lock"
         );
         assert!(helpers_of(ACQUIRE_BODY).contains(&"now_us".to_owned()));
         assert!(!helpers_of(ACQUIRE_BODY).contains(&"grant_next".to_owned()));
