@@ -61,8 +61,6 @@ impl Watchdog {
         let mut beat_tick = every(self.eviction / 3);
         let (mut renewals, mut heartbeats, mut extensions) =
             (Round::default(), Round::default(), Round::default());
-        // a reconnection came while a renewal round was out: the next one goes as soon as it ends
-        let mut recheck_due = false;
         loop {
             tokio::select! {
                 _ = driver_tick.tick() => {}
@@ -73,27 +71,19 @@ impl Watchdog {
                     return;
                 }
                 _ = renew_tick.tick(), if renewals.is_idle() => renewals.start(self.renewal_round()),
-                _ = self.recheck.notified() => match renewals.is_idle() {
-                    true => renewals.start(self.renewal_round()),
-                    false => recheck_due = true,
-                },
-                _ = renewals.done() => {
-                    if std::mem::take(&mut recheck_due) {
-                        renewals.start(self.renewal_round());
-                    }
-                }
+                // a reconnection: renew now, or as soon as the round out ends
+                _ = self.recheck.notified() => renewals.start_or_defer(|| self.renewal_round()),
+                _ = renewals.done() => renewals.start_if_due(|| self.renewal_round()),
                 // Heartbeats and claim extensions go in rounds of their own: however slow the
-                // extensions, they never hold a heartbeat back past a live waiter's eviction.
-                _ = beat_tick.tick(), if heartbeats.is_idle() || extensions.is_idle() => {
-                    if heartbeats.is_idle() {
-                        heartbeats.start(self.heartbeat_round());
-                    }
-                    if extensions.is_idle() {
-                        extensions.start(self.extension_round());
-                    }
+                // extensions, they never hold a heartbeat back past a live waiter's eviction. A
+                // round still out at the tick goes again as soon as it ends, not a tick later: a
+                // heartbeat a whole eviction after the last would find its waiter evicted.
+                _ = beat_tick.tick() => {
+                    heartbeats.start_or_defer(|| self.heartbeat_round());
+                    extensions.start_or_defer(|| self.extension_round());
                 }
-                _ = heartbeats.done() => {}
-                _ = extensions.done() => {}
+                _ = heartbeats.done() => heartbeats.start_if_due(|| self.heartbeat_round()),
+                _ = extensions.done() => extensions.start_if_due(|| self.extension_round()),
             }
         }
     }
@@ -129,25 +119,43 @@ fn every(period: Duration) -> tokio::time::Interval {
     tick
 }
 
-/// One kind of round, at most one of it in flight.
+/// One kind of round, at most one of it in flight, and whether another is due when it ends.
 #[derive(Default)]
-struct Round(Option<BoxFuture<'static, ()>>);
+struct Round {
+    flight: Option<BoxFuture<'static, ()>>,
+    due: bool,
+}
 
 impl Round {
     fn is_idle(&self) -> bool {
-        self.0.is_none()
+        self.flight.is_none()
     }
 
     fn start(&mut self, round: BoxFuture<'static, ()>) {
-        self.0 = Some(round);
+        self.flight = Some(round);
+    }
+
+    /// Start a round now, or, while one is out, as soon as it ends ([`Round::start_if_due`]).
+    fn start_or_defer(&mut self, round: impl FnOnce() -> BoxFuture<'static, ()>) {
+        match self.is_idle() {
+            true => self.start(round()),
+            false => self.due = true,
+        }
+    }
+
+    /// After [`Round::done`]: start the round that came due while the last one was out.
+    fn start_if_due(&mut self, round: impl FnOnce() -> BoxFuture<'static, ()>) {
+        if std::mem::take(&mut self.due) {
+            self.start(round());
+        }
     }
 
     /// Resolves when the round in flight ends; pending while there is none.
     async fn done(&mut self) {
-        match self.0.as_mut() {
+        match self.flight.as_mut() {
             Some(round) => {
                 round.await;
-                self.0 = None;
+                self.flight = None;
             }
             None => std::future::pending().await,
         }

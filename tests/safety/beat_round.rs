@@ -168,3 +168,49 @@ async fn slow_claim_extensions_do_not_evict_a_live_fair_waiter() {
         "only {grants} grants: the beat rounds had few claims to extend"
     );
 }
+
+/// Manager `slow` reaches Redis through a proxy that adds 400 ms each way, so that a heartbeat
+/// round takes 800 ms: two beat ticks (every eviction / 3), with nothing else out. For six
+/// seconds the heartbeat key of its waiter, queued behind a holder, is watched: a round must
+/// follow the one before as soon as it ends, and land with a third of the eviction still left.
+/// (When a tick that found the round still out was dropped, the next round went one tick after
+/// the round's end: heartbeats landed a whole eviction apart, the key ran down to nothing, and
+/// whether it was gone when the next one came was down to milliseconds.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_heartbeat_round_is_followed_at_once_by_the_next() {
+    let server = RedisServer::start();
+    let port = server.port();
+    let proxy = Proxy::start(port);
+    let holder = manager(server.url()).await;
+    let slow = manager(proxy.url()).await;
+    let fair = LockOptions::fair();
+    let held = holder.acquire("beat", &fair).await.unwrap();
+    let waiting = tokio::spawn({
+        let slow = slow.clone();
+        async move { slow.acquire("beat", &fair).await.map(|g| g.fencing_token()) }
+    });
+    let queued = || redis_cmd(port, &["LLEN", &queue("beat")]).unwrap().as_int() == Some(1);
+    assert!(eventually(Duration::from_secs(5), queued).await);
+    let waiter = server
+        .cmd(&["LINDEX", &queue("beat"), "0"])
+        .as_string()
+        .unwrap();
+    let heartbeat = format!("{{tower-lock:beat}}:hb:{waiter}");
+
+    proxy.set_delay(DELAY);
+    let started = Instant::now();
+    let mut least_left = i64::MAX;
+    while started.elapsed() < WINDOW {
+        let left = server.cmd(&["PTTL", &heartbeat]).as_int().unwrap();
+        least_left = least_left.min(left);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    held.release().await.unwrap();
+    proxy.heal();
+    let granted = tokio::time::timeout(Duration::from_secs(10), waiting).await;
+    assert!(
+        least_left > 100,
+        "the heartbeat key ran down to {least_left} ms (-2: gone) between two rounds"
+    );
+    assert!(granted.unwrap().unwrap().is_ok(), "the waiter got the lock");
+}
