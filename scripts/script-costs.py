@@ -91,16 +91,18 @@ def replay(lines):
 
 
 @contextlib.contextmanager
-def own_server():
-    """A redis-server of this script's own on PORT, shut down when the block ends."""
+def own_server(runner=()):
+    """A redis-server of this script's own on PORT, run by `runner` (e.g. valgrind and its options)
+    if given, shut down when the block ends; the block gets its process."""
     server = subprocess.Popen(
-        ["redis-server", "--port", PORT, "--save", "", "--appendonly", "no"],
+        [*runner, "redis-server", "--port", PORT, "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL if runner else None,
     )
     try:
         while cli("ping").strip() != "PONG":
             time.sleep(0.1)
-        yield
+        yield server
     finally:
         cli("shutdown", "nosave")
         server.wait()

@@ -34,7 +34,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 
 os.environ.setdefault("PORT", "7121")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -124,19 +123,12 @@ callgrind_pid = []
 @contextlib.contextmanager
 def server_under_callgrind():
     """The replays' redis-server on PORT, run by valgrind's callgrind."""
-    server = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={CALLGRIND_OUT}",
-         "redis-server", "--port", costs.PORT, "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    callgrind_pid.append(str(server.pid))
+    runner = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={CALLGRIND_OUT}"]
     try:
-        while cli("ping").strip() != "PONG":
-            time.sleep(0.2)
-        yield
+        with costs.own_server(runner) as server:
+            callgrind_pid.append(str(server.pid))
+            yield
     finally:
-        cli("shutdown", "nosave")
-        server.wait()
         for dump in glob.glob(CALLGRIND_OUT + "*"):
             os.remove(dump)
 
