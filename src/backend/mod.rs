@@ -76,7 +76,15 @@ pub(crate) struct AcquireRequest<'a> {
     /// mode: the owner joined the lock's queue (a lock found held by it is its grant, not a
     /// re-entry). Exclusive mode: the backend may list this process among the waiting ones.
     pub(crate) queued: bool,
+    /// The owner id is a cohort's (or read group's) leader's, made for this one hold: it holds nothing of the lock
+    /// and never re-enters it, so that a backend may take the lock in a way no re-entry could
+    /// find (Redis's plain path).
+    pub(crate) leader: bool,
 }
+
+/// Tokens the backend reserves with every acquisition: its own and the ones after it, for local
+/// hand-offs (`TOKEN_BLOCK` in `common.lua`).
+pub(crate) const TOKEN_BLOCK: u32 = 64;
 
 /// The clock-drift allowance of a lease: a server's clock may run up to 1% faster than the
 /// client's, plus 2 ms for the granularity of its expiry (RedLock's rule). Each Redis server is

@@ -94,6 +94,8 @@ struct Acquisition<'a> {
     busy_attempts: u32,
     /// and when the last one started.
     busy_since: Option<Instant>,
+    /// The owner is a leader's id, made for this hold (see `AcquireRequest`).
+    leader: bool,
 }
 
 impl<'a> Acquisition<'a> {
@@ -117,6 +119,7 @@ impl<'a> Acquisition<'a> {
             ticket: None,
             busy_attempts: 0,
             busy_since: None,
+            leader: req.leader,
         }
     }
 
@@ -253,6 +256,7 @@ impl<'a> Acquisition<'a> {
         let (lease, mode, will_wait) = (self.lease, self.mode, self.ticket.is_some());
         let others_waiting = self.ticket.as_ref().is_some_and(WaitTicket::others_waiting);
         let queued = self.ticket.as_ref().is_some_and(WaitTicket::is_queued);
+        let leader = self.leader;
         let call = Box::pin(async move {
             let req = AcquireRequest {
                 id: &id,
@@ -263,6 +267,7 @@ impl<'a> Acquisition<'a> {
                 others_waiting,
                 mode,
                 queued,
+                leader,
             };
             backend.try_acquire(&req).await
         });

@@ -25,9 +25,7 @@ use super::Shared;
 use crate::ids::{IdMap, OwnerId};
 use crate::waiters::LockId;
 
-/// Tokens the backend reserves with every acquisition: its own and the ones after it, for local
-/// hand-offs (`TOKEN_BLOCK` in `common.lua`).
-pub(crate) const TOKEN_BLOCK: u32 = 64;
+pub(crate) use crate::backend::TOKEN_BLOCK;
 
 /// The default bound on local hand-offs in a row.
 pub(crate) const DEFAULT_HANDOFFS: u32 = 8;

@@ -132,7 +132,7 @@ impl Shared {
     ) -> Result<Option<LockGuard>, LockError> {
         let leader = self.new_owner_id();
         let connections = self.waiters.wake_alls();
-        let acquired = match self.acquire_in_backend(req.by(&leader)).await {
+        let acquired = match self.acquire_in_backend(req.by_leader(&leader)).await {
             // the others' waits would end one after another, each after this one's answer
             Err(err) if !matches!(err, LockError::Timeout { .. }) => {
                 seat.disband();

@@ -26,6 +26,8 @@ pub(super) struct Request<'a> {
     pub(super) owner: &'a OwnerId,
     /// Whether it may wait (else one attempt: `Ok(None)` when busy).
     pub(super) wait: bool,
+    /// Whether `owner` is a leader's id, made for this one hold (see `AcquireRequest`).
+    pub(super) leader: bool,
 }
 
 impl<'a> Request<'a> {
@@ -34,9 +36,13 @@ impl<'a> Request<'a> {
         Request { opts, ..self }
     }
 
-    /// The same request, made by `owner`.
-    pub(super) fn by(self, owner: &'a OwnerId) -> Self {
-        Request { owner, ..self }
+    /// The same request, made by a cohort's or a read group's leader under its own id `owner`.
+    pub(super) fn by_leader(self, owner: &'a OwnerId) -> Self {
+        Request {
+            owner,
+            leader: true,
+            ..self
+        }
     }
 }
 
@@ -75,6 +81,7 @@ impl Shared {
             opts,
             owner,
             wait,
+            leader: false,
         };
         match opts.mode_value() {
             Mode::Exclusive | Mode::Fair => {

@@ -87,7 +87,7 @@ impl Shared {
     ) -> Result<Option<LockGuard>, LockError> {
         let leader = self.new_owner_id();
         let connections = self.waiters.wake_alls();
-        let acquiring = self.acquire_in_backend(req.by(&leader));
+        let acquiring = self.acquire_in_backend(req.by_leader(&leader));
         let guard = match acquiring.await {
             // the waiting reads would learn it one after another, each after this one's answer
             Err(err) if !matches!(err, LockError::Timeout { .. }) => {

@@ -93,5 +93,6 @@ async fn a_server_that_lost_its_scripts_gets_them_again() {
         server.command_calls("script|load") > 0,
         "the scripts were loaded again"
     );
-    assert!(server.command_calls("evalsha") > evalsha + 40);
+    // the acquisitions take the free locks on the plain path; the releases are scripts
+    assert!(server.command_calls("evalsha") >= evalsha + 20);
 }

@@ -15,6 +15,7 @@ mod fair_liveness;
 mod hand_over;
 mod lease_deadlines;
 mod names;
+mod plain;
 mod redis_faults;
 mod reentry;
 mod sentinel;

@@ -163,6 +163,7 @@ mod tests {
             others_waiting: false,
             mode: Mode::Fair,
             queued,
+            leader: false,
         }
     }
 

@@ -9,8 +9,9 @@ if ARGV[3] == '1' then
   if redis.call('EXISTS', KEYS[1]) == 0 then
     notify_next(KEYS[2], ARGV[4], KEYS[1])
   else
-    -- taken meanwhile by someone never told of the waiters: its release must tell them
-    redis.call('HSET', KEYS[1], '#w', '1')
+    -- taken meanwhile by someone never told of the waiters: its release must tell them (a plain
+    -- lock's release looks for them itself; marking it fails, and leaves it as it was)
+    redis.pcall('HSET', KEYS[1], '#w', '1')
   end
 end
 return 0

@@ -63,3 +63,15 @@ impl ScriptCall {
         Ok(T::from_redis_value(answer)?)
     }
 }
+
+/// One round trip on a lock's connection: a script call, or the plain path's transaction.
+pub(crate) trait RoundTrip {
+    /// Send it on `conn` and read its answer as a `T`.
+    async fn run<T: FromRedisValue>(&self, conn: &mut Channel) -> RedisResult<T>;
+}
+
+impl RoundTrip for ScriptCall {
+    async fn run<T: FromRedisValue>(&self, conn: &mut Channel) -> RedisResult<T> {
+        self.invoke(conn).await
+    }
+}

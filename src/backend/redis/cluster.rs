@@ -59,6 +59,7 @@ impl RedisBackend {
             timeout,
             eviction: settings.eviction,
             waiters: wiring.waiters.clone(),
+            plain: Default::default(),
         });
         inbox.pass_unclaimed_to(pass_on(backend.clone(), wiring));
         let mut stop = InboxStop::default();

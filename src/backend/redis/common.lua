@@ -82,12 +82,29 @@ local function reenter(lock, owner, lease, token)
   return tonumber(token)
 end
 
+-- A lock taken on the plain path (`plain.rs`: SET NX, no script) is a string: its
+-- holder's owner id, with the lease as its expiry. Its token is known to its holder alone, and it
+-- has one hold and no marks: its holder is a cohort's leader, whose owner id takes no other hold,
+-- and its release looks for waiters itself. `hash_fields` reads fields of a lock's hash; of a plain
+-- lock it gives false and the holder.
+local function hash_fields(lock, ...)
+  local state = redis.pcall('HMGET', lock, ...)
+  if state.err then
+    return false, redis.call('GET', lock)
+  end
+  return state
+end
+
 -- What `owner` has of `lock`, in one call: its holds (false: none), the lock's token (false: the
--- lock is free; every held lock has one), its '#w' mark (false: no manager waits for it), its
--- '#f' mark (false: not held in fair mode) and its '#s' mark (the family of a shared lock: a
--- read/write lock or a semaphore holds or queues for it; false: none).
+-- lock is free; every held lock has one; 'plain' for a plain lock), its '#w' mark (false: no
+-- manager waits for it; a plain lock counts as marked), its '#f' mark (false: not held in fair
+-- mode) and its '#s' mark (the family of a shared lock: a read/write lock or a semaphore holds or
+-- queues for it; false: none).
 local function lock_state(lock, owner)
-  local state = redis.call('HMGET', lock, owner, '#t', '#w', '#f', '#s')
+  local state = hash_fields(lock, owner, '#t', '#w', '#f', '#s')
+  if not state then
+    return false, 'plain', '1', false, false
+  end
   return state[1], state[2], state[3], state[4], state[5]
 end
 

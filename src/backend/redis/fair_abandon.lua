@@ -9,7 +9,8 @@ local lock, q, heartbeat, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, waiter = ARGV[1], ARGV[2]
 redis.call('LREM', q, '1', waiter)
 redis.call('DEL', heartbeat)
-if redis.call('HGET', lock, '#f') ~= waiter then
+-- (a plain lock, whose read as a hash fails, is granted to nobody)
+if redis.pcall('HGET', lock, '#f') ~= waiter then
   return 0
 end
 -- the grant is dropped once: its wait no longer names it

@@ -18,6 +18,7 @@ mod handover;
 mod inbox;
 mod locator;
 mod names;
+mod plain;
 mod pool;
 mod postman;
 mod renew;
@@ -32,6 +33,7 @@ use std::time::Duration;
 use redis::FromRedisValue;
 
 pub(crate) use args::{flag, millis, server_ms};
+use call::RoundTrip;
 pub(crate) use call::ScriptCall;
 use channels::Channels;
 pub(crate) use connect::{connect, open_server, spawn_inbox, Server, Settings};
@@ -71,6 +73,8 @@ pub(crate) struct RedisBackend {
     eviction: Duration,
     /// The manager's waiters, to whom it hands the grants its own releases make.
     waiters: Arc<WaitRegistry>,
+    /// The locks this manager holds on the plain path (see `plain.rs`).
+    plain: plain::PlainHolds,
 }
 
 /// An acquire script's answer: the fencing token (> 0) when acquired; when busy, -1 - the
@@ -164,6 +168,7 @@ impl RedisBackend {
             timeout,
             eviction,
             waiters,
+            plain: plain::PlainHolds::default(),
         }
     }
 
@@ -175,7 +180,11 @@ impl RedisBackend {
     /// timeout.
     /// `hint` picks the connection: the same lock always uses the same one, so a command of this
     /// process sent after another one's reply reaches Redis after it.
-    async fn invoke<T: FromRedisValue>(&self, hint: u64, call: &ScriptCall) -> Result<T, BoxError> {
+    async fn invoke<T: FromRedisValue>(
+        &self,
+        hint: u64,
+        call: &impl RoundTrip,
+    ) -> Result<T, BoxError> {
         self.invoke_within(hint, call, self.timeout).await
     }
 
@@ -184,7 +193,7 @@ impl RedisBackend {
     async fn invoke_within<T: FromRedisValue>(
         &self,
         hint: u64,
-        call: &ScriptCall,
+        call: &impl RoundTrip,
         patience: Duration,
     ) -> Result<T, BoxError> {
         let started = std::time::Instant::now();
@@ -197,7 +206,7 @@ impl RedisBackend {
     async fn call_within<T: FromRedisValue>(
         &self,
         hint: u64,
-        call: &ScriptCall,
+        call: &impl RoundTrip,
         patience: Duration,
     ) -> Result<T, BoxError> {
         let too_slow =
@@ -210,7 +219,7 @@ impl RedisBackend {
             .map_err(|_| -> BoxError {
                 format!("no Redis connection within {:?}", self.timeout).into()
             })??;
-        let reply = call.invoke::<T>(&mut conn);
+        let reply = call.run::<T>(&mut conn);
         tokio::pin!(reply);
         let outcome = match tokio::time::timeout(self.timeout, &mut reply).await {
             Ok(outcome) => outcome,
@@ -282,6 +291,11 @@ impl RedisBackend {
         if req.mode.is_shared() {
             return self.shared_try_acquire(req).await;
         }
+        if self.plain_path(req) {
+            if let Some(attempt) = self.plain_acquire(req).await? {
+                return Ok(attempt);
+            }
+        }
         let mut call = ScriptCall::new(&self.scripts.acquire, 4);
         call.key(&**req.id)
             .key(names::waiters(req.id))
@@ -304,6 +318,16 @@ impl RedisBackend {
         owner: &OwnerId,
         token: Option<u64>,
     ) -> Result<Released, BoxError> {
+        if let Some(released) = self.release_if_plain(id, owner).await {
+            return released;
+        }
+        let call = self.release_call(id, owner, token);
+        let answer = self.invoke(slot_hint(id), &call).await?;
+        self.released(id, answer).await
+    }
+
+    /// The release script's call for `owner`'s hold of `id`, bound to `token` if given.
+    fn release_call(&self, id: &LockId, owner: &OwnerId, token: Option<u64>) -> ScriptCall {
         let mut call = ScriptCall::new(&self.scripts.release, 4);
         call.key(&**id)
             .key(names::waiters(id))
@@ -315,8 +339,7 @@ impl RedisBackend {
         if let Some(token) = token {
             call.arg(token);
         }
-        let answer = self.invoke(slot_hint(id), &call).await?;
-        self.released(id, answer).await
+        call
     }
 
     /// On a cluster, subscribe to this manager's channel of the slot of `req`'s lock before an

@@ -72,6 +72,22 @@ impl Channel {
         }
     }
 
+    /// Send the commands of `pipe` in one write, and read their answers. They go on the
+    /// connection itself: the batcher would send them one by one.
+    pub(crate) async fn pipeline<T: redis::FromRedisValue>(
+        &mut self,
+        pipe: &redis::Pipeline,
+    ) -> redis::RedisResult<T> {
+        let mut conn = match self {
+            Channel::Batched(batcher) => batcher.connection(),
+            Channel::Direct(conn) => conn.clone(),
+            // the plain path is not taken on a cluster
+            #[cfg(feature = "cluster")]
+            Channel::Cluster(conn) => return pipe.query_async(conn).await,
+        };
+        pipe.query_async(&mut conn).await
+    }
+
     /// Load `script` into the server (it lost it: restarted, or its script cache was flushed).
     pub(crate) async fn load(&mut self, script: &redis::Script) -> redis::RedisResult<()> {
         let mut conn = match self {

@@ -1,16 +1,27 @@
 -- Release one hold of an exclusive or fair lock. When the last hold goes, the lock is granted to
 -- the first live waiter of its fair queue; if there is none, one manager waiting in exclusive mode
 -- is told. Only a lock marked '#w' (a manager or a fair request may wait for it) looks at its
--- waiters: every way of waiting for a lock marks it.
+-- waiters: every way of waiting for a lock marks it, but for a plain lock, whose release looks.
 -- KEYS: lock hash, waiting managers, the lock's fair queue, fencing counter
 -- ARGV: owner, inbox channel prefix, claim lease ms, [fencing token of the hold (absent: any hold
---       of the owner)]
+--       of the owner)], [for a plain lock (see common.lua), which always gives the token: 'p'
+--       when the hold's block of tokens may still be ahead of the clock, 'P' when the hold
+--       outlasted it]
 -- Returns -1 when the owner did not hold the lock (under that token), else the holds left (0:
 -- freed); when the lock went to a waiter of the owner's own manager, the grant
 -- ('g|<lock>|<waiter>|<token>'), which that manager hands to its waiter instead of a message.
-local lock, waiters, owner, token = KEYS[1], KEYS[2], ARGV[1], ARGV[4]
-local state = redis.call('HMGET', lock, owner, '#w', '#t')
-if token and state[3] ~= token then
+local lock, waiters, owner, token, plain = KEYS[1], KEYS[2], ARGV[1], ARGV[4], ARGV[5]
+-- A plain lock names its holder, whose owner id takes no other hold: the owner's hold is the one
+-- under the token it gives. Nobody marks it: whoever waits for it has a queue or a record. (A hash
+-- found where a plain lock was named, or a plain lock where a hash was, is another holder's: its
+-- read fails.)
+local state
+if plain then
+  state = { redis.pcall('GET', lock) == owner and '1' or false, 'plain', token }
+else
+  state = redis.pcall('HMGET', lock, owner, '#w', '#t')
+end
+if state.err or (token and state[3] ~= token) then
   return -1
 end
 local holds = state[1]
@@ -22,8 +33,10 @@ if holds ~= '1' then
   return redis.call('HINCRBY', lock, owner, '-1')
 end
 redis.call('DEL', lock)
-retire_block(KEYS[4], state[3])
-if not state[2] then
+if plain ~= 'P' then
+  retire_block(KEYS[4], state[3])
+end
+if not state[2] or (plain and redis.call('EXISTS', waiters, KEYS[3]) == 0) then
   -- nobody may wait: a release that returns here never defines the helpers below
   return 0
 end

@@ -2,16 +2,26 @@
 -- (PEXPIRE ... GT, Redis 7): another hold of the same owner may have been made with a longer one.
 -- A hold of a shared lock has its own lease, its expiry in the holders' zset, which a renewal
 -- finds run out (the hold is lost) or lengthens.
--- KEYS: lock hashes; ARGV: lease ms, then the owner of each lock in KEYS order.
+-- KEYS: lock hashes; ARGV: lease ms, then the owner of each lock in KEYS order ('=' and the owner
+-- for a plain lock: see common.lua).
 -- Returns one 1 (renewed) or 0 (not held by that owner any more) per lock.
 local lease = ARGV[1]
 local renewed = {}
 local now
 for i, lock in ipairs(KEYS) do
   local owner = ARGV[i + 1]
-  local state = redis.call('HMGET', lock, owner, '#s')
+  -- a plain lock (a string) read as a hash, or a hash read as a plain lock, is another holder's
+  local plain = string.byte(owner) == 61
+  local state = plain and {} or redis.pcall('HMGET', lock, owner, '#s')
   renewed[i] = 0
-  if state[1] and not state[2] then
+  if plain then
+    if redis.pcall('GET', lock) == string.sub(owner, 2) then
+      redis.call('PEXPIRE', lock, lease, 'GT')
+      renewed[i] = 1
+    end
+  elseif state.err then
+    renewed[i] = 0
+  elseif state[1] and not state[2] then
     redis.call('PEXPIRE', lock, lease, 'GT')
     renewed[i] = 1
   elseif state[1] then

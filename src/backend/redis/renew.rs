@@ -55,7 +55,12 @@ impl RedisBackend {
         }
         call.arg(server_ms(lease));
         for lock in &batch {
-            call.arg(&*lock.owner);
+            if self.plain.contains(&lock.id, &lock.owner) {
+                // a plain lock is a string: the script reads it as one
+                call.arg(format!("={}", &*lock.owner));
+            } else {
+                call.arg(&*lock.owner);
+            }
         }
         let hint = batch.first().map_or(0, |lock| slot_hint(&lock.id));
         let renewed: Vec<i64> = self.invoke_idempotent(hint, &call).await?;

@@ -9,8 +9,9 @@ local lock, holders, q, heartbeat, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], K
 local owner, waiter = ARGV[1], ARGV[2]
 redis.call('LREM', q, '1', waiter)
 redis.call('DEL', heartbeat)
-local state = redis.call('HMGET', lock, '#s', owner, '#g:' .. owner)
-if not state[1] then
+-- (a plain lock, whose read as a hash fails, has no shared waiters)
+local state = redis.pcall('HMGET', lock, '#s', owner, '#g:' .. owner)
+if state.err or not state[1] then
   return 0
 end
 local dropped = 0

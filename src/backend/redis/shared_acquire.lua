@@ -14,8 +14,11 @@ local owner, lease = ARGV[1], ARGV[2]
 local will_wait, queued = ARGV[3] == '1', ARGV[4] == '1'
 local eviction, prefix, waiter, family, kind = ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 
-local other = redis.call('HMGET', lock, '#s', '#t', '#f')
-if other[1] ~= family then
+local other = hash_fields(lock, '#s', '#t', '#f')
+if not other then
+  -- a plain lock: taken in exclusive mode
+  return 'exclusive'
+elseif other[1] ~= family then
   if other[1] then
     return shared_family(other[1])
   elseif other[2] then

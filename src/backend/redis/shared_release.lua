@@ -8,6 +8,11 @@
 -- line), which that manager hands over instead of a message.
 local lock, holders, q, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, token = ARGV[1], ARGV[4]
+if type(redis.pcall('HEXISTS', lock, '#s')) == 'table' then
+  -- a plain lock (see common.lua), whose read as a hash fails: taken in exclusive
+  -- mode after this hold ran out
+  return -1
+end
 purge(lock, holders, now_ms())
 local state = redis.call('HMGET', lock, owner, '#t:' .. owner, '#s')
 if not state[1] or (token and state[2] ~= token) or not live_hold(lock, holders, owner) then
