@@ -78,22 +78,26 @@ impl PlainHolds {
             .map(|(_, hold)| *hold)
     }
 
+    /// Take `owner`'s plain hold of `id` out of the table: its release is under way, and whatever
+    /// Redis answers, nothing is left to renew or release (a failed release leaves the lease to
+    /// run out, as a failed script call does).
+    fn take(&self, id: &LockId, owner: &str) -> Option<PlainHold> {
+        let mut table = self.lock();
+        let holds = table.get_mut(id)?;
+        let at = holds.iter().position(|(o, _)| &**o == owner)?;
+        let (_, hold) = holds.swap_remove(at);
+        if holds.is_empty() {
+            table.remove(id);
+        }
+        Some(hold)
+    }
+
     fn insert(&self, id: &LockId, owner: &OwnerId, hold: PlainHold) {
         let mut table = self.lock();
         table
             .entry(id.clone())
             .or_default()
             .push((owner.as_arc().clone(), hold));
-    }
-
-    fn forget(&self, id: &LockId, owner: &str) {
-        let mut table = self.lock();
-        if let Some(holds) = table.get_mut(id) {
-            holds.retain(|(o, _)| &**o != owner);
-            if holds.is_empty() {
-                table.remove(id);
-            }
-        }
     }
 }
 
@@ -197,7 +201,6 @@ impl RedisBackend {
                 token: 0,
                 block_behind: Instant::now(),
             };
-            self.plain.insert(req.id, req.owner, hold);
             self.plain.refuse();
             self.plain_release(req.id, req.owner, hold).await?;
             return Ok(None);
@@ -208,13 +211,13 @@ impl RedisBackend {
             token,
             block_behind: Instant::now() + Duration::from_micros(ahead) + CLOCK_MARGIN,
         };
-        self.plain.insert(req.id, req.owner, hold);
         if queued {
             // Fair requests queue for the free lock (its holder's lease ran out): they come
             // first. The release hands it to the head of their queue.
             self.plain_release(req.id, req.owner, hold).await?;
             return Ok(None);
         }
+        self.plain.insert(req.id, req.owner, hold);
         Ok(Some(Attempt::Acquired { token }))
     }
 
@@ -224,11 +227,11 @@ impl RedisBackend {
         id: &LockId,
         owner: &OwnerId,
     ) -> Option<Result<Released, BoxError>> {
-        let hold = self.plain.get(id, owner)?;
+        let hold = self.plain.take(id, owner)?;
         Some(self.plain_release(id, owner, hold).await)
     }
 
-    /// Release the plain hold `hold` of `owner` on `id`; forgotten once Redis answered.
+    /// Release the plain hold `hold` of `owner` on `id`.
     async fn plain_release(
         &self,
         id: &LockId,
@@ -243,7 +246,30 @@ impl RedisBackend {
         let mut call = self.release_call(id, owner, Some(hold.token));
         call.arg(retire);
         let answer = self.invoke(slot_hint(id), &call).await?;
-        self.plain.forget(id, owner);
         self.released(id, answer).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_hold_is_taken_out_of_the_table_once() {
+        let holds = PlainHolds::default();
+        let id = LockId::new("{tower-lock:k}".to_owned());
+        let (first, second) = (OwnerId::new("m:1"), OwnerId::new("m:2"));
+        let hold = |token| PlainHold {
+            token,
+            block_behind: Instant::now(),
+        };
+        holds.insert(&id, &first, hold(10));
+        holds.insert(&id, &second, hold(20));
+        assert!(holds.contains(&id, "m:1"));
+        assert_eq!(holds.take(&id, "m:1").map(|h| h.token), Some(10));
+        assert!(holds.take(&id, "m:1").is_none(), "a release takes it once");
+        assert!(!holds.contains(&id, "m:1"));
+        assert_eq!(holds.take(&id, "m:2").map(|h| h.token), Some(20));
+        assert!(holds.lock().is_empty(), "nothing is left behind");
     }
 }
