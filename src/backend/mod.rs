@@ -80,6 +80,10 @@ pub(crate) struct AcquireRequest<'a> {
     /// and never re-enters it, so that a backend may take the lock in a way no re-entry could
     /// find (Redis's plain path).
     pub(crate) leader: bool,
+    /// The owner held nothing of the lock in this manager when the request began: a fair lock
+    /// may be taken on Redis's plain path, and a re-entry that meets it there turns it into the
+    /// usual record.
+    pub(crate) fresh: bool,
 }
 
 /// Tokens the backend reserves with every acquisition: its own and the ones after it, for local
@@ -250,7 +254,7 @@ impl Backend {
             #[cfg(feature = "redis")]
             Backend::Redis(r) if mode.is_shared() => r.shared_release(id, owner, exact).await,
             #[cfg(feature = "redis")]
-            Backend::Redis(r) => r.release(id, owner, exact).await,
+            Backend::Redis(r) => r.release(id, owner, token, lost).await,
             #[cfg(feature = "redis")]
             Backend::Quorum(q) => q.release(id, owner, token).await,
         }

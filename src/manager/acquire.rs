@@ -96,6 +96,8 @@ struct Acquisition<'a> {
     busy_since: Option<Instant>,
     /// The owner is a leader's id, made for this hold (see `AcquireRequest`).
     leader: bool,
+    /// The owner held nothing of the lock (see `AcquireRequest`).
+    fresh: bool,
 }
 
 impl<'a> Acquisition<'a> {
@@ -120,6 +122,7 @@ impl<'a> Acquisition<'a> {
             busy_attempts: 0,
             busy_since: None,
             leader: req.leader,
+            fresh: req.fresh,
         }
     }
 
@@ -256,7 +259,7 @@ impl<'a> Acquisition<'a> {
         let (lease, mode, will_wait) = (self.lease, self.mode, self.ticket.is_some());
         let others_waiting = self.ticket.as_ref().is_some_and(WaitTicket::others_waiting);
         let queued = self.ticket.as_ref().is_some_and(WaitTicket::is_queued);
-        let leader = self.leader;
+        let (leader, fresh) = (self.leader, self.fresh);
         let call = Box::pin(async move {
             let req = AcquireRequest {
                 id: &id,
@@ -268,6 +271,7 @@ impl<'a> Acquisition<'a> {
                 mode,
                 queued,
                 leader,
+                fresh,
             };
             backend.try_acquire(&req).await
         });

@@ -28,6 +28,8 @@ pub(super) struct Request<'a> {
     pub(super) wait: bool,
     /// Whether `owner` is a leader's id, made for this one hold (see `AcquireRequest`).
     pub(super) leader: bool,
+    /// Whether the owner held nothing of the lock in this manager (see `AcquireRequest`).
+    pub(super) fresh: bool,
 }
 
 impl<'a> Request<'a> {
@@ -82,6 +84,7 @@ impl Shared {
             owner,
             wait,
             leader: false,
+            fresh: false,
         };
         match opts.mode_value() {
             Mode::Exclusive | Mode::Fair => {
@@ -110,6 +113,7 @@ impl Shared {
             }
             _ => {}
         }
-        self.acquire_in_backend(req).await
+        let fresh = !self.live.holds_directly(&id, owner);
+        self.acquire_in_backend(Request { fresh, ..req }).await
     }
 }

@@ -100,7 +100,9 @@ async fn a_plain_attempt_gives_way_to_fair_requests_queued_for_a_free_lock() {
         let fair = fair.clone();
         async move { fair.acquire("k", &LockOptions::fair()).await }
     });
-    assert!(support::eventually(Duration::from_secs(5), || fair.waiting() == 1).await);
+    // queued in Redis, not only in its manager
+    let queued_in_redis = || server.cmd(&["LLEN", "{tower-lock:k}:ql"]).as_int() == Some(1);
+    assert!(support::eventually(Duration::from_secs(5), queued_in_redis).await);
     // the holder's lease runs out: the lock is free, and a fair request queues for it
     server.cmd(&["DEL", "{tower-lock:k}"]);
     let late_attempt = tokio::spawn({
@@ -144,4 +146,111 @@ async fn tokens_rise_across_short_plain_holds_and_scripted_ones() {
         last = token;
         guard.release().await.unwrap();
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_free_fair_lock_is_taken_without_a_script_and_marks_its_mode() {
+    let server = RedisServer::start();
+    let m = manager(&server).await;
+    let scripts = server.command_calls("evalsha");
+    let guard = m.acquire("k", &LockOptions::fair()).await.unwrap();
+    assert_eq!(server.command_calls("evalsha"), scripts, "no script ran");
+    let value = server.cmd(&["GET", "{tower-lock:k}"]).as_string().unwrap();
+    assert!(value.starts_with(&format!("!{}:", m.id())), "{value}");
+    // an exclusive request of another manager waits in the fair queue, as behind any fair hold
+    let other = manager(&server).await;
+    let waiting = tokio::spawn({
+        let other = other.clone();
+        async move { other.acquire("k", &LockOptions::exclusive()).await }
+    });
+    let queued = || server.cmd(&["LLEN", "{tower-lock:k}:ql"]).as_int() == Some(1);
+    assert!(support::eventually(Duration::from_secs(5), queued).await);
+    let token = guard.fencing_token();
+    guard.release().await.unwrap();
+    let next = waiting.await.unwrap().unwrap();
+    assert!(next.fencing_token() > token);
+}
+
+/// A fair re-entry meets its owner's plain lock: it makes it a hash, under the same token, and
+/// the two holds are released one after the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_reentry_turns_its_plain_lock_into_a_hash_under_the_same_token() {
+    let server = RedisServer::start();
+    let (m, other) = (manager(&server).await, manager(&server).await);
+    let owner = m.owner();
+    let outer = owner.acquire("k", &LockOptions::fair()).await.unwrap();
+    let kind = || server.cmd(&["TYPE", "{tower-lock:k}"]).as_string();
+    assert_eq!(kind().as_deref(), Some("string"));
+    let inner = owner.acquire("k", &LockOptions::fair()).await.unwrap();
+    assert_eq!(kind().as_deref(), Some("hash"));
+    assert_eq!(inner.fencing_token(), outer.fencing_token());
+    inner.release().await.unwrap();
+    let busy = other.try_acquire("k", &LockOptions::fair()).await.unwrap();
+    assert!(busy.is_none(), "the outer hold still holds");
+    // renewals keep the converted hold (a watchdog lease of 30 s: one renewal is enough to look)
+    assert!(!outer.is_lost());
+    let outer_token = outer.fencing_token();
+    outer.release().await.unwrap();
+    assert_eq!(server.cmd(&["EXISTS", "{tower-lock:k}"]).as_int(), Some(0));
+    let next = other.acquire("k", &LockOptions::fair()).await.unwrap();
+    assert!(next.fencing_token() > outer_token);
+}
+
+/// Two requests of one owner at once: one takes the lock on the plain path, the other re-enters
+/// it once the first one's token is known.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_fair_requests_of_one_owner_both_hold() {
+    let server = RedisServer::start();
+    let m = manager(&server).await;
+    for round in 0..20 {
+        let owner = m.owner();
+        let key = format!("k{round}");
+        let opts = LockOptions::fair().wait_timeout(Duration::from_secs(5));
+        let (a, b) = tokio::join!(owner.acquire(&key, &opts), owner.acquire(&key, &opts));
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!(a.fencing_token(), b.fencing_token(), "round {round}");
+        a.release().await.unwrap();
+        b.release().await.unwrap();
+        let left = server.cmd(&["EXISTS", &format!("{{tower-lock:{key}}}")]);
+        assert_eq!(left.as_int(), Some(0), "round {round}");
+    }
+}
+
+/// An owner whose plain hold was lost takes the lock again: the lost guard's release, bound to
+/// its own hold, must not free the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_plain_holds_release_leaves_its_owners_new_hold() {
+    let server = RedisServer::start();
+    let short = || {
+        LockManager::builder()
+            .redis(server.url())
+            .lease(Duration::from_millis(600))
+            .build()
+    };
+    let (m, other) = (short().await.unwrap(), short().await.unwrap());
+    let owner = m.owner();
+    let lost = owner.acquire("k", &LockOptions::fair()).await.unwrap();
+    server.cmd(&["DEL", "{tower-lock:k}"]);
+    tokio::time::timeout(Duration::from_secs(3), lost.lost())
+        .await
+        .expect("the next renewal finds the hold gone");
+    // (the lost guard is still live in its manager: the lock is taken again by script, as a
+    // hash, which the lost hold's plain release must find is not its own)
+    let again = owner.acquire("k", &LockOptions::fair()).await.unwrap();
+    assert!(again.fencing_token() > lost.fencing_token());
+    let released = lost.release().await;
+    assert!(
+        matches!(released, Err(LockError::NotHeld { .. })),
+        "{released:?}"
+    );
+    let exists = server.cmd(&["EXISTS", "{tower-lock:k}"]).as_int();
+    assert_eq!(exists, Some(1), "the new hold is in place");
+    let busy = other.try_acquire("k", &LockOptions::fair()).await.unwrap();
+    assert!(busy.is_none(), "nobody else gets the lock");
+    again.release().await.unwrap();
+    assert!(other
+        .try_acquire("k", &LockOptions::fair())
+        .await
+        .unwrap()
+        .is_some());
 }

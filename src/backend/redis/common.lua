@@ -82,11 +82,12 @@ local function reenter(lock, owner, lease, token)
   return tonumber(token)
 end
 
--- A lock taken on the plain path (`plain.rs`: SET NX, no script) is a string: its
--- holder's owner id, with the lease as its expiry. Its token is known to its holder alone, and it
--- has one hold and no marks: its holder is a cohort's leader, whose owner id takes no other hold,
--- and its release looks for waiters itself. `hash_fields` reads fields of a lock's hash; of a plain
--- lock it gives false and the holder.
+-- A lock taken on the plain path (`plain/mod.rs`: SET NX, no script) is a string: its holder's
+-- owner id (after a '!' when taken in fair mode), '|' and a number that tells the owner's holds
+-- apart, with the lease as its expiry. Its token is known to its holder alone. It has one hold and no marks, and its release looks for waiters itself: a
+-- cohort's leader's owner id is made for the one hold, and a fair request that re-enters its own
+-- plain lock first makes it a hash (below). `hash_fields` reads fields of a lock's hash; of a
+-- plain lock it gives false and the lock's value.
 local function hash_fields(lock, ...)
   local state = redis.pcall('HMGET', lock, ...)
   if state.err then
@@ -98,14 +99,25 @@ end
 -- What `owner` has of `lock`, in one call: its holds (false: none), the lock's token (false: the
 -- lock is free; every held lock has one; 'plain' for a plain lock), its '#w' mark (false: no
 -- manager waits for it; a plain lock counts as marked), its '#f' mark (false: not held in fair
--- mode) and its '#s' mark (the family of a shared lock: a read/write lock or a semaphore holds or
--- queues for it; false: none).
+-- mode; '1' for a plain lock taken in fair mode) and its '#s' mark (the family of a shared lock:
+-- a read/write lock or a semaphore holds or queues for it; false: none); for a plain lock, its
+-- holder and its value too.
 local function lock_state(lock, owner)
-  local state = hash_fields(lock, owner, '#t', '#w', '#f', '#s')
+  local state, plain = hash_fields(lock, owner, '#t', '#w', '#f', '#s')
   if not state then
-    return false, 'plain', '1', false, false
+    local fair = string.byte(plain) == 33 and '1' or false
+    return false, 'plain', '1', fair, false, string.match(plain, '^!?([^|]*)'), plain
   end
   return state[1], state[2], state[3], state[4], state[5]
+end
+
+-- Make `owner`'s plain lock taken in fair mode a hash held under `token` (a decimal string: its
+-- holder's word, as only it knows the token), keeping its lease. It is marked: whoever waits for
+-- a plain lock never marked it.
+local function unplain(lock, owner, token)
+  local ttl = redis.call('PTTL', lock)
+  redis.call('DEL', lock)
+  take(lock, owner, int(math.max(ttl, 1)), tonumber(token), '#f', '1', '#w', '1')
 end
 
 -- The answer of an acquire script for a lock held or waited for as a shared lock of `family`:

@@ -5,12 +5,52 @@ use super::{flag, names, server_ms, slot_hint, RedisBackend, ScriptCall};
 use crate::backend::{AcquireRequest, Attempt, LockParty};
 use crate::error::BoxError;
 use crate::waiters::LockId;
+use redis::Value;
+use std::sync::Arc;
+
+/// How long a fair re-entry that met its owner's plain lock, whose token it did not know yet,
+/// waits before it looks again.
+const PLAIN_TOKEN_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 
 impl RedisBackend {
     pub(crate) async fn fair_try_acquire(
         &self,
         req: &AcquireRequest<'_>,
     ) -> Result<Attempt, BoxError> {
+        let mut plain = self.plain_hold(req.id, req.owner);
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        loop {
+            let call = self.fair_acquire_call(req, plain.as_ref());
+            let answer: Value = self
+                .invoke_within(slot_hint(req.id), &call, super::LATE_REPLY)
+                .await?;
+            if answer == Value::BulkString(b"plain".to_vec()) {
+                // Another request of the owner took the lock on the plain path; its answer came
+                // before this one on the same connection, and is being read (or its hold is
+                // being undone, which frees the lock). Look again shortly, with its token if
+                // known by then.
+                if tokio::time::Instant::now() >= deadline {
+                    return Err("the owner's plain hold of the lock was never answered".into());
+                }
+                tokio::time::sleep(PLAIN_TOKEN_WAIT).await;
+                plain = self.plain_hold(req.id, req.owner);
+                continue;
+            }
+            let attempt = super::attempt(answer)?;
+            if let Some((token, _)) = plain {
+                self.after_fair_attempt(req.id, req.owner, token, &attempt);
+            }
+            return Ok(attempt);
+        }
+    }
+
+    /// The fair acquire script's call for `req`, with the token and value of its owner's plain
+    /// hold.
+    fn fair_acquire_call(
+        &self,
+        req: &AcquireRequest<'_>,
+        plain: Option<&(u64, Arc<str>)>,
+    ) -> ScriptCall {
         let mut call = ScriptCall::new(&self.scripts.fair_acquire, 5);
         call.key(&**req.id)
             .key(names::queue(req.id))
@@ -24,10 +64,10 @@ impl RedisBackend {
             .arg(server_ms(self.eviction))
             .arg(&*self.channels.prefix(req.id))
             .arg(req.waiter);
-        let answer = self
-            .invoke_within(slot_hint(req.id), &call, super::LATE_REPLY)
-            .await?;
-        super::attempt(answer)
+        if let Some((token, value)) = plain {
+            call.arg(*token).arg(&**value);
+        }
+        call
     }
 
     /// `waiter` left the queue of `id`; a grant made to it (the lock's `#f` names it) was never

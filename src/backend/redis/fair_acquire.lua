@@ -4,10 +4,13 @@
 -- KEYS: lock hash, queue, this waiter's heartbeat key, fencing counter, waiting managers
 --       (exclusive mode)
 -- ARGV: owner, lease ms, will wait ('1'/'0'), already queued ('1'/'0'), eviction ms (heartbeat
---       deadline and claim lease), inbox channel prefix, this request's waiter ('<owner>|<n>')
+--       deadline and claim lease), inbox channel prefix, this request's waiter ('<owner>|<n>'),
+--       [the token and the value of the owner's plain hold of the lock, when its manager knows
+--       one]
 -- Returns the fencing token (> 0) when acquired; when busy, -1 - the lock's remaining lease in ms;
 -- when the lock is held or waited for in another family of modes (they are not mixed on one
--- lock), that family's name: 'read/write' or 'semaphore'.
+-- lock), that family's name: 'read/write' or 'semaphore'; 'plain' when the owner holds the lock
+-- as a plain lock and the call did not give its token.
 local lock, q, heartbeat, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, lease = ARGV[1], ARGV[2]
 local will_wait, queued = ARGV[3] == '1', ARGV[4] == '1'
@@ -21,7 +24,16 @@ if redis.call('EXISTS', lock, q, KEYS[5]) == 0 then
   end
   return take(lock, owner, lease, next_token(fence), '#f', '1')
 end
-local holds, token, marked, fair, shared = lock_state(lock, owner)
+local holds, token, marked, fair, shared, holder, plain = lock_state(lock, owner)
+if holder == owner then
+  -- The owner's own plain lock: a re-entry, which makes it a hash. Without its token (the answer
+  -- that took it is still on its way to another request of the owner) the manager waits for it.
+  if plain ~= ARGV[9] then
+    return 'plain'
+  end
+  unplain(lock, owner, ARGV[8])
+  holds, token, marked, fair = '1', ARGV[8], '1', '1'
+end
 if shared then
   return shared_family(shared)
 end

@@ -285,16 +285,16 @@ impl RedisBackend {
 
     /// One attempt, in the script of the request's mode.
     async fn attempt_in_mode(&self, req: &AcquireRequest<'_>) -> Result<Attempt, BoxError> {
+        if self.plain_path(req) {
+            if let Some(attempt) = self.plain_acquire(req).await? {
+                return Ok(attempt);
+            }
+        }
         if req.mode == crate::options::Mode::Fair {
             return self.fair_try_acquire(req).await;
         }
         if req.mode.is_shared() {
             return self.shared_try_acquire(req).await;
-        }
-        if self.plain_path(req) {
-            if let Some(attempt) = self.plain_acquire(req).await? {
-                return Ok(attempt);
-            }
         }
         let mut call = ScriptCall::new(&self.scripts.acquire, 4);
         call.key(&**req.id)
@@ -310,18 +310,21 @@ impl RedisBackend {
         attempt(answer)
     }
 
-    /// Release one hold of `owner` of an exclusive or fair lock; with `token`, only a hold made
-    /// under it (the argument is left out otherwise: each one costs Redis time).
+    /// Release the hold of `owner` of an exclusive or fair lock made under `token`. While it is
+    /// not `lost`, any hold of the owner is this one's (re-entries share its token) and the
+    /// token is left out of a script's call (each argument costs Redis time); a plain hold is
+    /// found by its token in any case.
     pub(crate) async fn release(
         &self,
         id: &LockId,
         owner: &OwnerId,
-        token: Option<u64>,
+        token: u64,
+        lost: bool,
     ) -> Result<Released, BoxError> {
-        if let Some(released) = self.release_if_plain(id, owner).await {
+        if let Some(released) = self.release_if_plain(id, owner, token).await {
             return released;
         }
-        let call = self.release_call(id, owner, token);
+        let call = self.release_call(id, owner, lost.then_some(token));
         let answer = self.invoke(slot_hint(id), &call).await?;
         self.released(id, answer).await
     }

@@ -6,19 +6,26 @@
 -- ARGV: owner, inbox channel prefix, claim lease ms, [fencing token of the hold (absent: any hold
 --       of the owner)], [for a plain lock (see common.lua), which always gives the token: 'p'
 --       when the hold's block of tokens may still be ahead of the clock, 'P' when the hold
---       outlasted it]
+--       outlasted it; and the lock's value]
 -- Returns -1 when the owner did not hold the lock (under that token), else the holds left (0:
 -- freed); when the lock went to a waiter of the owner's own manager, the grant
 -- ('g|<lock>|<waiter>|<token>'), which that manager hands to its waiter instead of a message.
 local lock, waiters, owner, token, plain = KEYS[1], KEYS[2], ARGV[1], ARGV[4], ARGV[5]
--- A plain lock names its holder, whose owner id takes no other hold: the owner's hold is the one
--- under the token it gives. Nobody marks it: whoever waits for it has a queue or a record. (A hash
--- found where a plain lock was named, or a plain lock where a hash was, is another holder's: its
--- read fails.)
+-- A plain lock's value names its hold. Nobody marks it: whoever waits for it has a queue or a
+-- record. A hash found where a plain lock was named was made of it by a re-entry, and is
+-- released as a hash, by the token; a plain lock found where a hash was named is another
+-- holder's (its read as a hash fails).
 local state
 if plain then
-  state = { redis.pcall('GET', lock) == owner and '1' or false, 'plain', token }
-else
+  local held = redis.pcall('GET', lock)
+  if type(held) == 'table' then
+    -- made a hash by a re-entry: released as one, by its token
+    plain = nil
+  else
+    state = { held == ARGV[6] and '1' or false, 'plain', token }
+  end
+end
+if not plain then
   state = redis.pcall('HMGET', lock, owner, '#w', '#t')
 end
 if state.err or (token and state[3] ~= token) then

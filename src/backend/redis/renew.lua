@@ -2,25 +2,33 @@
 -- (PEXPIRE ... GT, Redis 7): another hold of the same owner may have been made with a longer one.
 -- A hold of a shared lock has its own lease, its expiry in the holders' zset, which a renewal
 -- finds run out (the hold is lost) or lengthens.
--- KEYS: lock hashes; ARGV: lease ms, then the owner of each lock in KEYS order ('=' and the owner
--- for a plain lock: see common.lua).
+-- KEYS: lock hashes; ARGV: lease ms, then the owner of each lock in KEYS order ('=' and the
+-- lock's value for a plain lock: see common.lua).
 -- Returns one 1 (renewed) or 0 (not held by that owner any more) per lock.
 local lease = ARGV[1]
 local renewed = {}
 local now
 for i, lock in ipairs(KEYS) do
   local owner = ARGV[i + 1]
-  -- a plain lock (a string) read as a hash, or a hash read as a plain lock, is another holder's
-  local plain = string.byte(owner) == 61
-  local state = plain and {} or redis.pcall('HMGET', lock, owner, '#s')
   renewed[i] = 0
-  if plain then
-    if redis.pcall('GET', lock) == string.sub(owner, 2) then
+  -- a plain lock (a string) read as a hash, or a hash read as a plain lock, is another holder's;
+  -- but a plain lock of the owner may have become a hash, by a re-entry
+  local state
+  if string.byte(owner) == 61 then
+    local value = string.sub(owner, 2)
+    local held = redis.pcall('GET', lock)
+    if held == value then
       redis.call('PEXPIRE', lock, lease, 'GT')
       renewed[i] = 1
+    elseif type(held) == 'table' then
+      owner = string.match(value, '^!?([^|]*)')
+      state = redis.pcall('HMGET', lock, owner, '#s')
     end
-  elseif state.err then
-    renewed[i] = 0
+  else
+    state = redis.pcall('HMGET', lock, owner, '#s')
+  end
+  if not state or state.err then
+    -- renewed as a plain lock, or another holder's
   elseif state[1] and not state[2] then
     redis.call('PEXPIRE', lock, lease, 'GT')
     renewed[i] = 1

@@ -55,12 +55,11 @@ impl RedisBackend {
         }
         call.arg(server_ms(lease));
         for lock in &batch {
-            if self.plain.contains(&lock.id, &lock.owner) {
-                // a plain lock is a string: the script reads it as one
-                call.arg(format!("={}", &*lock.owner));
-            } else {
-                call.arg(&*lock.owner);
-            }
+            match self.renewed_plain_value(&lock.id, &lock.owner) {
+                // a plain lock is a string: the script reads it as one, by its value
+                Some(value) => call.arg(format!("={value}")),
+                None => call.arg(&*lock.owner),
+            };
         }
         let hint = batch.first().map_or(0, |lock| slot_hint(&lock.id));
         let renewed: Vec<i64> = self.invoke_idempotent(hint, &call).await?;

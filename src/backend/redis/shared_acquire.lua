@@ -14,10 +14,10 @@ local owner, lease = ARGV[1], ARGV[2]
 local will_wait, queued = ARGV[3] == '1', ARGV[4] == '1'
 local eviction, prefix, waiter, family, kind = ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 
-local other = hash_fields(lock, '#s', '#t', '#f')
+local other, plain = hash_fields(lock, '#s', '#t', '#f')
 if not other then
-  -- a plain lock: taken in exclusive mode
-  return 'exclusive'
+  -- a plain lock: its value names its mode
+  return string.byte(plain) == 33 and 'fair' or 'exclusive'
 elseif other[1] ~= family then
   if other[1] then
     return shared_family(other[1])

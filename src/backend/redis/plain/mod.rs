@@ -1,19 +1,27 @@
-//! The plain path: a free exclusive lock taken by a cohort's leader without a script. Four
-//! commands in one write set the lock as a string, the leader's owner id (`SET NX PX`), and read the fencing
-//! counter, the server's clock and whether fair requests queue; the token is worked out here as
-//! the scripts' `next_token` does. Redis runs no Lua for it, and the release of such a lock is a
+//! The plain path: a free exclusive or fair lock taken without a script. Four commands in one
+//! write set the lock as a string, its owner id (`SET NX PX`; after a `!` in fair mode), and read
+//! the fencing counter, the server's clock and whether fair requests queue (and, for a fair
+//! request, whether managers wait in exclusive mode); the token is worked out here as the
+//! scripts' `next_token` does. Redis runs no Lua for it, and the release of such a lock is a
 //! short script: together they cost Redis about half the scripted cycle (BENCHMARKS.md, "The
 //! plain path").
 //!
-//! Only a cohort's leader takes it: its owner id is made for the one hold, so no re-entry ever
-//! meets the plain lock, and its release, renewal and the undo of a late reply are bound to that
-//! hold by the owner id. The scripts read a plain lock as `hash_fields` in `common.lua` says.
+//! No re-entry may miss a plain lock's holds. A cohort's leader takes it in exclusive mode: its
+//! owner id is made for the one hold. In fair mode, a request whose owner held nothing of the
+//! lock takes it, and a re-entry gives the fair script the token, which makes the plain lock a
+//! hash (`unplain` in `common.lua`). Releases, renewals and the undo of a late reply are bound to
+//! the hold by the owner id, and take a hash for what it became. The scripts read a plain lock as
+//! `hash_fields` in `common.lua` says.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::{FromRedisValue, RedisResult, Value};
+
+mod holds;
+
+use holds::PlainHold;
+pub(crate) use holds::PlainHolds;
 
 use super::call::RoundTrip;
 use super::pool::Channel;
@@ -21,85 +29,14 @@ use super::{names, server_ms, slot_hint, RedisBackend, LATE_REPLY};
 use crate::backend::TOKEN_BLOCK;
 use crate::backend::{AcquireRequest, Attempt, Released};
 use crate::error::BoxError;
-use crate::ids::{IdMap, OwnerId};
+use crate::ids::OwnerId;
+use crate::options::Mode;
 use crate::waiters::LockId;
 
 /// How much longer than its block's lead on the server's clock a hold must have lasted, by this
 /// process's clock, for its release to skip retiring the block: clocks run at slightly different
 /// rates, and this dwarfs any drift over a lease.
 const CLOCK_MARGIN: Duration = Duration::from_millis(1);
-
-/// The plain holds of one backend, by lock: one each, but for a moment two when a lost one is
-/// released while the next leader takes the lock anew.
-#[derive(Debug, Default)]
-pub(crate) struct PlainHolds {
-    table: Mutex<Table>,
-    /// The server refused one of the plain path's commands (an ACL written for the scripts):
-    /// every lock is taken by the script from then on.
-    refused: AtomicBool,
-}
-
-/// The plain holds by lock, each with its owner.
-type Table = IdMap<LockId, Vec<(Arc<str>, PlainHold)>>;
-
-/// One plain hold: its token, and how long it must last for its block of tokens to fall behind
-/// the server's clock.
-#[derive(Debug, Clone, Copy)]
-struct PlainHold {
-    token: u64,
-    /// When the hold's last token is below the server's clock, by this process's clock.
-    block_behind: Instant,
-}
-
-impl PlainHolds {
-    fn lock(&self) -> MutexGuard<'_, Table> {
-        self.table
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn refuse(&self) {
-        if !self.refused.swap(true, Ordering::Relaxed) {
-            tracing::info!("Redis refused the plain path's commands: locks are taken by script");
-        }
-    }
-
-    /// Whether `owner` holds `id` on the plain path.
-    pub(crate) fn contains(&self, id: &LockId, owner: &str) -> bool {
-        self.get(id, owner).is_some()
-    }
-
-    fn get(&self, id: &LockId, owner: &str) -> Option<PlainHold> {
-        let table = self.lock();
-        let holds = table.get(id)?;
-        holds
-            .iter()
-            .find(|(o, _)| &**o == owner)
-            .map(|(_, hold)| *hold)
-    }
-
-    /// Take `owner`'s plain hold of `id` out of the table: its release is under way, and whatever
-    /// Redis answers, nothing is left to renew or release (a failed release leaves the lease to
-    /// run out, as a failed script call does).
-    fn take(&self, id: &LockId, owner: &str) -> Option<PlainHold> {
-        let mut table = self.lock();
-        let holds = table.get_mut(id)?;
-        let at = holds.iter().position(|(o, _)| &**o == owner)?;
-        let (_, hold) = holds.swap_remove(at);
-        if holds.is_empty() {
-            table.remove(id);
-        }
-        Some(hold)
-    }
-
-    fn insert(&self, id: &LockId, owner: &OwnerId, hold: PlainHold) {
-        let mut table = self.lock();
-        table
-            .entry(id.clone())
-            .or_default()
-            .push((owner.as_arc().clone(), hold));
-    }
-}
 
 /// The plain path's commands, sent together in one write: `SET NX PX`, then the fencing counter,
 /// the server's clock and whether fair requests queue. No `MULTI` is needed: once the lock is
@@ -109,12 +46,12 @@ impl PlainHolds {
 struct Take(redis::Pipeline);
 
 impl Take {
-    fn commands(req: &AcquireRequest<'_>) -> Self {
+    fn commands(req: &AcquireRequest<'_>, value: &str) -> Self {
         let mut pipe = redis::pipe();
         pipe.ignore_errors()
             .cmd("SET")
             .arg(&**req.id)
-            .arg(&**req.owner)
+            .arg(value)
             .arg("NX")
             .arg("PX")
             .arg(server_ms(req.lease))
@@ -123,6 +60,10 @@ impl Take {
             .cmd("TIME")
             .cmd("EXISTS")
             .arg(names::queue(req.id));
+        if req.mode == Mode::Fair {
+            // managers waiting in exclusive mode: a fair request tells them to queue (the script)
+            pipe.arg(names::waiters(req.id));
+        }
         Take(pipe)
     }
 }
@@ -163,19 +104,49 @@ fn answer(values: Vec<Value>) -> Result<Option<Answer>, BoxError> {
 }
 
 impl RedisBackend {
-    /// Whether `req` may take its lock on the plain path: a cohort leader's exclusive attempt
-    /// that has recorded no wait, with no other request of this process behind it, on one
-    /// server (not a cluster).
+    /// Whether `req` may take its lock on the plain path, on one server (not a cluster), in an
+    /// attempt that has recorded no wait, with no other request of this process waiting for the
+    /// lock (it is likely held, and `SET NX` would only add a round trip before the script): a
+    /// cohort leader's in exclusive mode; in fair mode, a leader's or one whose owner held
+    /// nothing of the lock (a re-entry makes its plain lock a hash).
     pub(super) fn plain_path(&self, req: &AcquireRequest<'_>) -> bool {
         #[cfg(feature = "cluster")]
         if self.cluster.is_some() {
             return false;
         }
-        req.leader
-            && !self.plain.refused.load(Ordering::Relaxed)
-            && req.mode == crate::options::Mode::Exclusive
-            && !req.queued
-            && !req.others_waiting
+        if req.queued || req.others_waiting || self.plain.refused() {
+            return false;
+        }
+        match req.mode {
+            Mode::Exclusive => req.leader,
+            Mode::Fair => req.leader || req.fresh,
+            _ => false,
+        }
+    }
+
+    /// The token and value of `owner`'s plain hold of `id`, if it has one: a fair re-entry gives
+    /// them to the script that makes the plain lock a hash.
+    pub(super) fn plain_hold(&self, id: &LockId, owner: &OwnerId) -> Option<(u64, Arc<str>)> {
+        (self.plain.latest(id, owner)).map(|hold| (hold.token, hold.value))
+    }
+
+    /// The value of `owner`'s plain hold of `id` that the watchdog renews, if it is a plain one.
+    pub(super) fn renewed_plain_value(&self, id: &LockId, owner: &str) -> Option<Arc<str>> {
+        self.plain.latest(id, owner).map(|hold| hold.value)
+    }
+
+    /// A fair attempt that gave the plain hold under `token` was answered `attempt`: once it
+    /// acquired, that hold, if it still was a plain one, is a hash (and otherwise it had run out).
+    pub(super) fn after_fair_attempt(
+        &self,
+        id: &LockId,
+        owner: &OwnerId,
+        token: u64,
+        attempt: &Attempt,
+    ) {
+        if matches!(attempt, Attempt::Acquired { .. }) {
+            self.plain.take(id, owner, token);
+        }
     }
 
     /// Take the lock of `req` on the plain path if it is free: `None` when it is not (or fair
@@ -185,7 +156,8 @@ impl RedisBackend {
         req: &AcquireRequest<'_>,
     ) -> Result<Option<Attempt>, BoxError> {
         let hint = slot_hint(req.id);
-        let take = Take::commands(req);
+        let value = self.plain.value(req.owner, req.mode == Mode::Fair);
+        let take = Take::commands(req, &value);
         let values: Vec<Value> = self.invoke_within(hint, &take, LATE_REPLY).await?;
         let Some(answer) = answer(values)? else {
             self.plain.refuse();
@@ -200,6 +172,7 @@ impl RedisBackend {
             let hold = PlainHold {
                 token: 0,
                 block_behind: Instant::now(),
+                value,
             };
             self.plain.refuse();
             self.plain_release(req.id, req.owner, hold).await?;
@@ -210,6 +183,7 @@ impl RedisBackend {
         let hold = PlainHold {
             token,
             block_behind: Instant::now() + Duration::from_micros(ahead) + CLOCK_MARGIN,
+            value,
         };
         if queued {
             // Fair requests queue for the free lock (its holder's lease ran out): they come
@@ -221,17 +195,19 @@ impl RedisBackend {
         Ok(Some(Attempt::Acquired { token }))
     }
 
-    /// Release `owner`'s hold of `id` if it is a plain one (`None` when it is not).
+    /// Release `owner`'s hold of `id` under `token` if it is a plain one (`None` when it is not).
     pub(super) async fn release_if_plain(
         &self,
         id: &LockId,
         owner: &OwnerId,
+        token: u64,
     ) -> Option<Result<Released, BoxError>> {
-        let hold = self.plain.take(id, owner)?;
+        let hold = self.plain.take(id, owner, token)?;
         Some(self.plain_release(id, owner, hold).await)
     }
 
-    /// Release the plain hold `hold` of `owner` on `id`.
+    /// Release the plain hold `hold` of `owner` on `id`. Should a re-entry have made it a hash
+    /// meanwhile, the script releases it as one, by its token.
     async fn plain_release(
         &self,
         id: &LockId,
@@ -244,32 +220,8 @@ impl RedisBackend {
             "p"
         };
         let mut call = self.release_call(id, owner, Some(hold.token));
-        call.arg(retire);
+        call.arg(retire).arg(&*hold.value);
         let answer = self.invoke(slot_hint(id), &call).await?;
         self.released(id, answer).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_plain_hold_is_taken_out_of_the_table_once() {
-        let holds = PlainHolds::default();
-        let id = LockId::new("{tower-lock:k}".to_owned());
-        let (first, second) = (OwnerId::new("m:1"), OwnerId::new("m:2"));
-        let hold = |token| PlainHold {
-            token,
-            block_behind: Instant::now(),
-        };
-        holds.insert(&id, &first, hold(10));
-        holds.insert(&id, &second, hold(20));
-        assert!(holds.contains(&id, "m:1"));
-        assert_eq!(holds.take(&id, "m:1").map(|h| h.token), Some(10));
-        assert!(holds.take(&id, "m:1").is_none(), "a release takes it once");
-        assert!(!holds.contains(&id, "m:1"));
-        assert_eq!(holds.take(&id, "m:2").map(|h| h.token), Some(20));
-        assert!(holds.lock().is_empty(), "nothing is left behind");
     }
 }

@@ -1,0 +1,121 @@
+//! The plain holds of one backend: what releasing, renewing or re-entering each one needs.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use crate::ids::{IdMap, OwnerId};
+use crate::waiters::LockId;
+
+/// The plain holds of one backend, by lock: one each, but for a moment two when a lost one is
+/// released while its owner (or the next leader) takes the lock anew.
+#[derive(Debug, Default)]
+pub(crate) struct PlainHolds {
+    table: Mutex<Table>,
+    /// Numbers the holds' values, so that each value names one hold.
+    next: AtomicU64,
+    /// The server refused one of the plain path's commands (an ACL written for the scripts):
+    /// every lock is taken by the script from then on.
+    refused: AtomicBool,
+}
+
+/// The plain holds by lock, each with its owner, in the order they were taken.
+type Table = IdMap<LockId, Vec<(Arc<str>, PlainHold)>>;
+
+/// One plain hold.
+#[derive(Debug, Clone)]
+pub(crate) struct PlainHold {
+    pub(crate) token: u64,
+    /// When the hold's last token is below the server's clock, by this process's clock.
+    pub(crate) block_behind: Instant,
+    /// The lock's value: the owner id (after `!` in fair mode), `|` and the hold's number. It
+    /// binds a release or a renewal to this hold, not to a later one of the same owner.
+    pub(crate) value: Arc<str>,
+}
+
+impl PlainHolds {
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        self.table
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Whether the plain path was refused by the server.
+    pub(crate) fn refused(&self) -> bool {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// The server refused the plain path's commands: locks are taken by script from now on.
+    pub(crate) fn refuse(&self) {
+        if !self.refused.swap(true, Ordering::Relaxed) {
+            tracing::info!("Redis refused the plain path's commands: locks are taken by script");
+        }
+    }
+
+    /// The value of a new plain hold of `owner` (`fair`: taken in fair mode).
+    pub(crate) fn value(&self, owner: &OwnerId, fair: bool) -> Arc<str> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let mark = if fair { "!" } else { "" };
+        format!("{mark}{}|{n}", &**owner).into()
+    }
+
+    /// `owner`'s latest plain hold of `id`: the one its watchdog renews and a re-entry makes a
+    /// hash (an earlier one was lost, and waits for its release).
+    pub(crate) fn latest(&self, id: &LockId, owner: &str) -> Option<PlainHold> {
+        let table = self.lock();
+        let holds = table.get(id)?;
+        let found = holds.iter().rev().find(|(o, _)| &**o == owner);
+        found.map(|(_, hold)| hold.clone())
+    }
+
+    /// Take `owner`'s plain hold of `id` under `token` out of the table: its release is under
+    /// way, and whatever Redis answers, nothing is left to renew or release (a failed release
+    /// leaves the lease to run out, as a failed script call does).
+    pub(crate) fn take(&self, id: &LockId, owner: &str, token: u64) -> Option<PlainHold> {
+        let mut table = self.lock();
+        let holds = table.get_mut(id)?;
+        let at = (holds.iter()).position(|(o, hold)| &**o == owner && hold.token == token)?;
+        let (_, hold) = holds.remove(at);
+        if holds.is_empty() {
+            table.remove(id);
+        }
+        Some(hold)
+    }
+
+    pub(crate) fn insert(&self, id: &LockId, owner: &OwnerId, hold: PlainHold) {
+        let mut table = self.lock();
+        let holds = table.entry(id.clone()).or_default();
+        holds.push((owner.as_arc().clone(), hold));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_hold_is_taken_out_of_the_table_once_and_by_its_token() {
+        let holds = PlainHolds::default();
+        let id = LockId::new("{tower-lock:k}".to_owned());
+        let owner = OwnerId::new("m:1");
+        let hold = |token| PlainHold {
+            token,
+            block_behind: Instant::now(),
+            value: holds.value(&owner, true),
+        };
+        let (lost, taken_again) = (hold(10), hold(20));
+        assert_ne!(lost.value, taken_again.value, "each value names one hold");
+        assert!(lost.value.starts_with("!m:1|"));
+        holds.insert(&id, &owner, lost);
+        holds.insert(&id, &owner, taken_again);
+        assert_eq!(holds.latest(&id, "m:1").map(|h| h.token), Some(20));
+        assert_eq!(holds.take(&id, "m:1", 10).map(|h| h.token), Some(10));
+        assert!(
+            holds.take(&id, "m:1", 10).is_none(),
+            "a release takes it once"
+        );
+        assert_eq!(holds.latest(&id, "m:1").map(|h| h.token), Some(20));
+        assert_eq!(holds.take(&id, "m:1", 20).map(|h| h.token), Some(20));
+        assert!(holds.lock().is_empty(), "nothing is left behind");
+    }
+}
