@@ -6,9 +6,10 @@
     LOAD_BIN=/tmp/load-old scripts/script-costs.py    # another build of the scripts
 
 It starts a redis-server of its own (PORT, 7120 by default), records with MONITOR the calls that the
-`load` example's `uncontended` scenario makes for one second, then replays each script's first call
-40,000 times on fresh lock names through `redis-cli --pipe` (every acquire before its release) and
-reads the microseconds Redis spent per call from INFO commandstats. The figure is the script's
+`load` example's `uncontended` scenario makes for one second, then replays the first acquire (its
+script, or the plain path's four commands) and the first release 40,000 times on fresh lock names
+through `redis-cli --pipe` (every acquire before its release) and reads the microseconds Redis
+spent per call from INFO commandstats. The figure is the script's
 execution alone: no round trip, no client, no event loop. Compare two builds in one invocation (run
 it once per LOAD_BIN, alternately): the machine's speed drifts between hours.
 """
@@ -59,8 +60,43 @@ def record(mode, path):
     return open(path, encoding="latin1").read().splitlines()
 
 
+def client_of(line):
+    """The client address of a MONITOR line (`... [0 127.0.0.1:5432] ...`)."""
+    return line.split("]", 1)[0].rsplit(" ", 1)[-1]
+
+
+def plain_acquire(lines):
+    """The first acquire taken on the plain path (`SET NX PX`, then `GET`, `TIME`, `EXISTS` from
+    the same client), as a list of commands; None when every acquire was a script."""
+    for at, line in enumerate(lines):
+        if '"SET"' in line and '"NX"' in line:
+            client = client_of(line)
+            rest = [l for l in lines[at + 1:] if client_of(l) == client][:3]
+            return [words(line)] + [words(l) for l in rest]
+    return None
+
+
+def lock_name(args):
+    """The recorded lock's name in a command's arguments (`load%3A<n>`)."""
+    return next(re.search(r"load%3A\d+", a).group(0) for a in args if re.search(r"load%3A\d+", a))
+
+
+def usec_per_call(calls, commands):
+    """Send `calls` (each a list of commands) and read Redis's µs per call from commandstats."""
+    cli("config", "resetstat")
+    cli("--pipe", stdin="".join(resp(c) for call in calls for c in call))
+    stats = cli("info", "commandstats")
+    usec = sum(
+        int(m.group(1))
+        for command in set(commands)
+        for m in [re.search(rf"cmdstat_{command}:calls=\d+,usec=(\d+)", stats)]
+        if m
+    )
+    return usec / len(calls)
+
+
 def replay(lines):
-    """Per script (in order of first use): its name and Redis's µs per call."""
+    """Per step (the acquire, the release): its name and Redis's µs per call."""
     cli("flushall")
     firsts = {}
     for line in lines:
@@ -69,21 +105,26 @@ def replay(lines):
         elif '"EVALSHA"' in line:
             args = words(line)
             firsts.setdefault(args[1], args)
-    acquire, release = list(firsts.values())[:2]
+    scripts = list(firsts.values())
+    plain = plain_acquire(lines)
     # the release replayed must be the acquire's owner's (ARGV[1], after the keys), or it would
     # find nothing to release and return at once
     owner_at = lambda args: 3 + int(args[2])
-    release[owner_at(release)] = acquire[owner_at(acquire)]
+    if plain:
+        acquire, release = plain, scripts[0]
+        release[owner_at(release)] = plain[0][2].lstrip("!")
+    else:
+        acquire, release = [scripts[0]], scripts[1]
+        release[owner_at(release)] = acquire[0][owner_at(acquire[0])]
     costs = []
-    for name, args in [("acquire", acquire), ("release", release)]:
-        lock = re.search(r"load%3A\d+", args[3]).group(0)
-        calls = "".join(
-            resp([a.replace(lock, f"bench%3A{i}") for a in args]) for i in range(CALLS)
-        )
-        cli("config", "resetstat")
-        cli("--pipe", stdin=calls)
-        stats = re.search(r"cmdstat_evalsha:calls=(\d+),usec=(\d+)", cli("info", "commandstats"))
-        costs.append((name, int(stats.group(2)) / int(stats.group(1))))
+    for name, commands in [("acquire", acquire), ("release", [release])]:
+        lock = lock_name(commands[0])
+        calls = [
+            [[a.replace(lock, f"bench%3A{i}") for a in c] for c in commands] for i in range(CALLS)
+        ]
+        names = [c[0].lower() for c in commands]
+        label = "plain acquire" if name == "acquire" and plain else name
+        costs.append((label, usec_per_call(calls, names)))
     left = int(cli("dbsize"))
     if left:
         sys.exit(f"the releases left {left} keys, so they released nothing")

@@ -4,7 +4,8 @@
     cargo build --release --example load
     scripts/script-shapes.py              # 5 rounds of every shape, alternated
 
-It records the exclusive `uncontended` scenario of the `load` example as scripts/script-costs.py
+It records the `uncontended exclusive-uncohorted` scenario of the `load` example (scripted acquires:
+without cohorting there is no plain path) as scripts/script-costs.py
 does (its own redis-server, PORT 7121 by default), then replays each script's first call 40,000
 times on fresh lock names in each shape, one round after the other:
 
@@ -156,7 +157,8 @@ def replay(first, call):
 def main():
     with server_under_callgrind() if CALLGRIND else costs.own_server():
         with tempfile.TemporaryDirectory() as dir:
-            lines = costs.record("exclusive", f"{dir}/exclusive.txt")
+            # without cohorting: the acquire is the script, not the plain path
+            lines = costs.record("exclusive-uncohorted", f"{dir}/exclusive.txt")
         sources, (acquire, release) = first_calls(lines)
         # the release replayed must be the acquire's owner's, or it would find nothing to release
         release = release[:7] + [acquire[7]] + release[8:]
