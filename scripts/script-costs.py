@@ -111,8 +111,11 @@ def replay(lines):
     # find nothing to release and return at once
     owner_at = lambda args: 3 + int(args[2])
     if plain:
+        # a plain release names its hold by the lock's value (its last argument), `[!]owner|n`
         acquire, release = plain, scripts[0]
-        release[owner_at(release)] = plain[0][2].lstrip("!")
+        value = plain[0][2]
+        release[owner_at(release)] = value.lstrip("!").split("|")[0]
+        release[-1] = value
     else:
         acquire, release = [scripts[0]], scripts[1]
         release[owner_at(release)] = acquire[0][owner_at(acquire[0])]
