@@ -47,23 +47,33 @@ struct Take(redis::Pipeline);
 
 impl Take {
     fn commands(req: &AcquireRequest<'_>, value: &str) -> Self {
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors()
-            .cmd("SET")
-            .arg(&**req.id)
+        // each command sized once (a lock's names are short): growing them costs the client more
+        // than the rest of building them
+        let command = |name: &str, args: usize| {
+            let mut cmd = redis::Cmd::with_capacity(args + 1, 32 + 2 * req.id.len() + value.len());
+            cmd.arg(name);
+            cmd
+        };
+        let mut set = command("SET", 5);
+        set.arg(&**req.id)
             .arg(value)
             .arg("NX")
             .arg("PX")
-            .arg(server_ms(req.lease))
-            .cmd("GET")
-            .arg(names::fence(req.id))
-            .cmd("TIME")
-            .cmd("EXISTS")
-            .arg(names::queue(req.id));
+            .arg(server_ms(req.lease));
+        let mut fence = command("GET", 1);
+        fence.arg(names::fence(req.id));
+        let mut queued = command("EXISTS", 2);
+        queued.arg(names::queue(req.id));
         if req.mode == Mode::Fair {
             // managers waiting in exclusive mode: a fair request tells them to queue (the script)
-            pipe.arg(names::waiters(req.id));
+            queued.arg(names::waiters(req.id));
         }
+        let mut pipe = redis::Pipeline::with_capacity(4);
+        pipe.ignore_errors()
+            .add_command(set)
+            .add_command(fence)
+            .add_command(command("TIME", 0))
+            .add_command(queued);
         Take(pipe)
     }
 }
