@@ -76,9 +76,9 @@ pub(crate) struct AcquireRequest<'a> {
     /// mode: the owner joined the lock's queue (a lock found held by it is its grant, not a
     /// re-entry). Exclusive mode: the backend may list this process among the waiting ones.
     pub(crate) queued: bool,
-    /// The owner id is a cohort's (or read group's) leader's, made for this one hold: it holds nothing of the lock
-    /// and never re-enters it, so that a backend may take the lock in a way no re-entry could
-    /// find (Redis's plain path).
+    /// The owner id is a cohort's (or a read group's) leader's, made for this one hold: it holds
+    /// nothing of the lock and never re-enters it, so that a backend may take the lock in a way
+    /// no re-entry could find (Redis's plain path).
     pub(crate) leader: bool,
     /// The owner held nothing of the lock in this manager when the request began: a fair lock
     /// may be taken on Redis's plain path, and a re-entry that meets it there turns it into the
