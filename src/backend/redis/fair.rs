@@ -24,7 +24,7 @@ impl RedisBackend {
             let answer: Value = self
                 .invoke_within(slot_hint(req.id), &call, super::LATE_REPLY)
                 .await?;
-            if answer == Value::BulkString(b"plain".to_vec()) {
+            if matches!(&answer, Value::BulkString(word) if word == b"plain") {
                 // Another request of the owner took the lock on the plain path; its answer came
                 // before this one on the same connection, and is being read (or its hold is
                 // being undone, which frees the lock). Look again shortly, with its token if

@@ -55,9 +55,9 @@ impl RedisBackend {
         }
         call.arg(server_ms(lease));
         for lock in &batch {
-            match self.renewed_plain_value(&lock.id, &lock.owner) {
+            match self.plain_hold(&lock.id, &lock.owner) {
                 // a plain lock is a string: the script reads it as one, by its value
-                Some(value) => call.arg(format!("={value}")),
+                Some((_, value)) => call.arg(format!("={value}")),
                 None => call.arg(&*lock.owner),
             };
         }

@@ -134,15 +134,10 @@ impl RedisBackend {
         }
     }
 
-    /// The token and value of `owner`'s plain hold of `id`, if it has one: a fair re-entry gives
-    /// them to the script that makes the plain lock a hash.
-    pub(super) fn plain_hold(&self, id: &LockId, owner: &OwnerId) -> Option<(u64, Arc<str>)> {
+    /// The token and value of `owner`'s plain hold of `id`, if it has one: the watchdog renews
+    /// it by its value, and a fair re-entry gives both to the script that makes it a hash.
+    pub(super) fn plain_hold(&self, id: &LockId, owner: &str) -> Option<(u64, Arc<str>)> {
         (self.plain.latest(id, owner)).map(|hold| (hold.token, hold.value))
-    }
-
-    /// The value of `owner`'s plain hold of `id` that the watchdog renews, if it is a plain one.
-    pub(super) fn renewed_plain_value(&self, id: &LockId, owner: &str) -> Option<Arc<str>> {
-        self.plain.latest(id, owner).map(|hold| hold.value)
     }
 
     /// A fair attempt that gave the plain hold under `token` was answered `attempt`: once it
