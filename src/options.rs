@@ -155,6 +155,9 @@ impl LockOptions {
     /// requests always are: see
     /// [`LockManagerBuilder::local_handoffs`](crate::LockManagerBuilder::local_handoffs)).
     ///
+    /// Without it a fair request is handed the lock in memory only when that keeps FIFO order:
+    /// it found the lock held by a request of its process and nobody else queued in Redis.
+    ///
     /// The trade: requests of one process still get the lock in their order of arrival, and the
     /// other processes' still in theirs, but a process may pass the lock among its own requests
     /// up to the manager's bound of hand-offs before the queue's next process gets its turn. In

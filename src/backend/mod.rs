@@ -222,6 +222,17 @@ impl Backend {
         }
     }
 
+    /// Whether anybody but `leader` waits for `id` in the backend, where requests of other
+    /// processes queue (`true` when this backend cannot tell: a cohort there keeps nobody
+    /// waiting in memory on the strength of it).
+    pub(crate) async fn queued_behind(&self, id: &LockId, leader: &str) -> Result<bool, BoxError> {
+        match self {
+            #[cfg(feature = "redis")]
+            Backend::Redis(r) => r.queued_behind(id, leader).await,
+            _ => Ok(true),
+        }
+    }
+
     /// How long one acquire attempt may keep its caller waiting, when the backend call itself may
     /// outlive it (a single Redis server: the attempt keeps listening for a late reply, so that a
     /// lock it took after its caller gave up is released at once). `None`: the call is bounded.

@@ -117,10 +117,11 @@ impl LockManagerBuilder {
     /// its own, above the one before, and keeps the lease the watchdog renews. After this many,
     /// the lock goes back to Redis, so another process waits at most about this many holds (and a
     /// round trip) once its turn has come. Fair locks keep strict arrival order across
-    /// processes, and are never handed on this way, unless they opt in with
-    /// [`LockOptions::cohort_order`](crate::LockOptions::cohort_order); so do reads that share a
-    /// read hold, this many after the first. At most 63 (the tokens Redis reserves with each
-    /// acquisition, less its own).
+    /// processes: they are handed on this way only to a request that found nobody else queued in
+    /// Redis when it came (a read, no script), and then without this bound, unless they opt in
+    /// with [`LockOptions::cohort_order`](crate::LockOptions::cohort_order). Reads that share a
+    /// read hold are bounded too, this many after the first. At most 63 (the tokens Redis
+    /// reserves with each acquisition, less its own).
     pub fn local_handoffs(mut self, handoffs: u32) -> Self {
         self.handoffs = handoffs;
         self

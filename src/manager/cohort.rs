@@ -5,6 +5,16 @@
 //! backend's hold at once — no round trip — up to a bound of hand-offs; then the hold is released
 //! in the backend, so that other processes get their turn, and the next local request leads anew.
 //!
+//! Fair requests keep FIFO order across processes. One that finds the lock held or led by a
+//! request of this process asks the backend whether anybody but the cohort's leader waits for it
+//! there (two reads, no script), and waits in the cohort only if nobody does; else it queues in
+//! the backend. Whoever queues there after that read comes after it, so hand-offs in memory serve
+//! the requests in the order they came, and do not count against the bound: a chain ends when
+//! nobody of this process waits, or when the block of tokens runs out. Should the leader give
+//! up its wait, or a hold be lost, the requests waiting behind it lead anew, and queue behind
+//! whoever queued meanwhile. Fair requests that opt in to cohort order wait in the cohort at
+//! once, as exclusive ones do.
+//!
 //! Every inherited hold gets the next token of the block the backend reserved when the leader
 //! took the lock (`TOKEN_BLOCK` in `common.lua`): tokens still rise strictly across local and
 //! remote hand-offs. The leader's lease (renewed by the watchdog) and its lost signal serve every
@@ -51,6 +61,8 @@ struct Cohort {
     /// The request that holds the lock (or leads: takes it in the backend), with its re-entries;
     /// `None` while the hold goes back to the backend.
     holder: Option<(OwnerId, u32)>,
+    /// The owner id the leader takes the lock under in the backend, once it began to.
+    leader: Option<OwnerId>,
     /// The backend's hold the cohort's requests share, once the leader took it.
     held: Option<Hold>,
     /// The last token handed out under `held`.
@@ -62,9 +74,19 @@ struct Cohort {
     /// hold: it is not handed on, but goes back to the backend, which knows.
     connections: u64,
     /// The requests waiting, in arrival order.
-    waiting: VecDeque<(OwnerId, oneshot::Sender<Turn>)>,
+    waiting: VecDeque<Waiting>,
     /// Told when the leader took the lock or gave up (a second request of its owner waits).
     settled: Arc<Notify>,
+}
+
+/// A request waiting in a cohort for its turn.
+#[derive(Debug)]
+struct Waiting {
+    owner: OwnerId,
+    turn: oneshot::Sender<Turn>,
+    /// Its hand-off counts against the bound: it may be served before requests of other
+    /// processes that queued first (exclusive, or fair in cohort order).
+    bounded: bool,
 }
 
 /// What a request entering a cohort is to do.
@@ -78,6 +100,13 @@ pub(crate) enum Enter {
     Reentered(Hold, u64),
     /// Another request of this process holds the lock: wait for a turn.
     Queued(oneshot::Receiver<Turn>),
+    /// Another request of this process holds the lock, or leads, under this owner id in the
+    /// backend, and the request keeps FIFO order: it may wait for a turn ([`Cohorts::admit`])
+    /// only if nobody but the leader waits for the lock in the backend.
+    Ask(OwnerId),
+    /// The request keeps FIFO order and the cohort's hold is about to be taken or given back:
+    /// it asks the backend itself.
+    Alone,
     /// Another request holds it, and this one does not wait.
     Busy,
     /// Another request of the same owner leads: enter again once it is settled (this resolves).
@@ -123,8 +152,15 @@ impl Cohorts {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Enter the cohort of `id` as a request of `owner` (`wait`: it may wait for a turn).
-    pub(crate) fn enter(self: &Arc<Self>, id: &LockId, owner: &OwnerId, wait: bool) -> Enter {
+    /// Enter the cohort of `id` as a request of `owner` (`wait`: it may wait for a turn; `fifo`:
+    /// it keeps FIFO order across processes).
+    pub(crate) fn enter(
+        self: &Arc<Self>,
+        id: &LockId,
+        owner: &OwnerId,
+        wait: bool,
+        fifo: bool,
+    ) -> Enter {
         let mut table = self.table();
         if table.closed {
             return Enter::Closed;
@@ -155,10 +191,35 @@ impl Cohorts {
             cohort.holder = Some((owner.clone(), 1));
             return Enter::Lead(self.seat(id), None);
         }
-        let (turn, next) = oneshot::channel();
-        cohort.waiting.retain(|(_, turn)| !turn.is_closed());
-        cohort.waiting.push_back((owner.clone(), turn));
-        Enter::Queued(next)
+        if fifo {
+            return match (&cohort.holder, &cohort.leader) {
+                (Some(_), Some(leader)) => Enter::Ask(leader.clone()),
+                _ => Enter::Alone,
+            };
+        }
+        Enter::Queued(cohort.queue(owner, true))
+    }
+
+    /// Let a request of `owner` that keeps FIFO order wait in the cohort of `id`, having learnt
+    /// that nobody but `leader` waited for the lock in the backend while `leader` led the cohort
+    /// or held the lock for it (`None`: the cohort's hold went meanwhile, or is lost; the
+    /// request asks the backend).
+    pub(crate) fn admit(
+        &self,
+        id: &LockId,
+        owner: &OwnerId,
+        leader: &OwnerId,
+    ) -> Option<oneshot::Receiver<Turn>> {
+        let mut table = self.table();
+        if table.closed {
+            return None;
+        }
+        let cohort = table.cohorts.get_mut(id)?;
+        let lost = (cohort.held.as_ref()).is_some_and(|held| held.lost.is_lost());
+        if cohort.leader.as_ref() != Some(leader) || cohort.holder.is_none() || lost {
+            return None;
+        }
+        Some(cohort.queue(owner, false))
     }
 
     /// A re-entry of `owner`, when it holds `id` through its cohort: the hold and token.
@@ -196,6 +257,7 @@ impl Cohorts {
             return Released::Kept;
         }
         cohort.holder = None;
+        cohort.leader = None;
         cohort.handoffs = 0;
         match cohort.held.take() {
             Some(held) => Released::ToBackend(held, self.succession(&hold.id)),
@@ -217,7 +279,7 @@ impl Cohorts {
     pub(crate) fn waiting(&self) -> usize {
         let table = self.table();
         let waiting = table.cohorts.values().flat_map(|c| c.waiting.iter());
-        waiting.filter(|(_, turn)| !turn.is_closed()).count()
+        waiting.filter(|w| !w.turn.is_closed()).count()
     }
 
     fn seat(self: &Arc<Self>, id: &LockId) -> Seat {
@@ -247,7 +309,8 @@ impl Cohorts {
             // a request that does not wait leads already; it passes the lead on when done
             return;
         }
-        while let Some((owner, turn)) = cohort.waiting.pop_front() {
+        cohort.leader = None;
+        while let Some(Waiting { owner, turn, .. }) = cohort.waiting.pop_front() {
             cohort.holder = Some((owner, 1));
             match turn.send(Turn::Lead(self.seat(id))) {
                 Ok(()) => return,
@@ -255,6 +318,14 @@ impl Cohorts {
             }
         }
         table.cohorts.remove(id);
+    }
+
+    /// The leader of the cohort of `id` takes the lock in the backend under `leader`.
+    fn lead_as(&self, id: &LockId, leader: &OwnerId) {
+        let mut table = self.table();
+        if let Some(cohort) = table.cohorts.get_mut(id) {
+            cohort.leader = Some(leader.clone());
+        }
     }
 
     /// The leader took the lock: `hold` is the cohort's, under its token; `connections` as the
@@ -275,6 +346,7 @@ impl Cohort {
     fn led_by(owner: &OwnerId) -> Self {
         Cohort {
             holder: Some((owner.clone(), 1)),
+            leader: None,
             held: None,
             last_token: 0,
             handoffs: 0,
@@ -282,6 +354,18 @@ impl Cohort {
             waiting: VecDeque::new(),
             settled: Arc::default(),
         }
+    }
+
+    /// Put a request of `owner` at the end of the line (`bounded`: see [`Waiting`]).
+    fn queue(&mut self, owner: &OwnerId, bounded: bool) -> oneshot::Receiver<Turn> {
+        let (turn, next) = oneshot::channel();
+        self.waiting.retain(|w| !w.turn.is_closed());
+        self.waiting.push_back(Waiting {
+            owner: owner.clone(),
+            turn,
+            bounded,
+        });
+        next
     }
 
     /// `owner`'s entry when it holds the lock (a re-entry) or leads (enter again later).
@@ -302,8 +386,9 @@ impl Cohort {
         Some(Enter::Reentered(held.for_request(owner), self.last_token))
     }
 
-    /// Hand the lock to the first request still waiting, if the bound and the lease allow, and
-    /// no connection dropped since the leader took the lock.
+    /// Hand the lock to the first request still waiting, if the bound (when it counts for that
+    /// request), the lease and the block of tokens allow, and no connection dropped since the
+    /// leader took the lock.
     fn hand_off(&mut self, shared: &Arc<Shared>, bound: u32) -> bool {
         let Some(held) = &self.held else {
             return false;
@@ -311,8 +396,19 @@ impl Cohort {
         if shared.waiters.wake_alls() != self.connections {
             return false;
         }
-        while self.handoffs < bound && !held.lost.is_lost() {
-            let Some((owner, turn)) = self.waiting.pop_front() else {
+        // the tokens of the backend's block: `held.token` and the ones after it
+        let block_end = held.token + u64::from(TOKEN_BLOCK) - 1;
+        while !held.lost.is_lost() && self.last_token < block_end {
+            let handoffs = self.handoffs;
+            if (self.waiting.front()).is_some_and(|next| next.bounded && handoffs >= bound) {
+                return false;
+            }
+            let Some(Waiting {
+                owner,
+                turn,
+                bounded,
+            }) = self.waiting.pop_front()
+            else {
                 return false;
             };
             let token = self.last_token + 1;
@@ -323,7 +419,7 @@ impl Cohort {
             };
             match turn.send(Turn::Inherit(inheritance)) {
                 Ok(()) => {
-                    self.handoffs += 1;
+                    self.handoffs += u32::from(bounded);
                     self.last_token = token;
                     self.holder = Some((owner, 1));
                     return true;

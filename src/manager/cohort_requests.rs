@@ -20,14 +20,14 @@ use crate::options::{Lease, LockOptions, Mode};
 use crate::waiters::LockId;
 
 impl Shared {
-    /// Whether a request with `opts` goes through a cohort: an exclusive one, or a fair one that
-    /// opted in to cohort order, kept by the watchdog (a fixed lease counts from the request's
-    /// own acquisition), on a single Redis server or cluster (in memory a hand-off costs no round
-    /// trip anyway; a quorum's holds are per master), with cohorting on (a bound above zero).
+    /// Whether a request with `opts` goes through a cohort: an exclusive or fair one (fair ones
+    /// keep FIFO order unless they opted in to cohort order), kept by the watchdog (a fixed lease
+    /// counts from the request's own acquisition), on a single Redis server or cluster (in
+    /// memory a hand-off costs no round trip anyway; a quorum's holds are per master), with
+    /// cohorting on (a bound above zero).
     pub(super) fn cohorted(&self, opts: &LockOptions) -> bool {
-        let mode = opts.mode_value();
         self.cohorts.bound > 0
-            && (mode == Mode::Exclusive || (mode == Mode::Fair && opts.cohort_order_value()))
+            && matches!(opts.mode_value(), Mode::Exclusive | Mode::Fair)
             && opts.lease_value() == Lease::Watchdog
             && self.backend_has_cohorts()
     }
@@ -81,12 +81,22 @@ impl Shared {
     ) -> Result<Option<LockGuard>, LockError> {
         let (key, opts, owner, wait) = (req.key, req.opts, req.owner, req.wait);
         let id = req.id;
+        let fifo = opts.mode_value() == Mode::Fair && !opts.cohort_order_value();
         let started = Instant::now();
         let deadline = opts.wait_timeout_value().map(|t| started + t);
         // the wait is over: the lock stayed busy, or the backend is unreachable
         let timeout = || self.wait_over(key, started);
         loop {
-            let turn = match self.cohorts.enter(id, owner, wait) {
+            let entered = match self.cohorts.enter(id, owner, wait, fifo) {
+                Enter::Ask(leader) => {
+                    // boxed: the compiler's depth limit for the layout of nested futures
+                    let asking = Box::pin(self.ask_to_queue(id, owner, leader));
+                    let asked = until(deadline, asking);
+                    asked.await.ok_or_else(timeout)?
+                }
+                entered => entered,
+            };
+            let turn = match entered {
                 Enter::Lead(seat, lost) => {
                     if let Some(lost) = lost {
                         self.give_back_lost(lost);
@@ -94,6 +104,8 @@ impl Shared {
                     Turn::Lead(seat)
                 }
                 Enter::Reentered(hold, token) => return Ok(Some(self.held_guard(hold, token))),
+                // (a request that had to ask asked already)
+                Enter::Alone | Enter::Ask(_) => Turn::Alone,
                 Enter::Busy => return Ok(None),
                 Enter::Closed => return Err(LockError::Closed),
                 Enter::AfterLeader(settled) => {
@@ -106,21 +118,41 @@ impl Shared {
                     Some(Ok(turn)) => turn,
                 },
             };
-            return match turn {
-                Turn::Inherit(inheritance) => {
-                    let held = inheritance.take();
-                    Ok(held.map(|(hold, token)| self.held_guard(hold, token)))
-                }
-                Turn::Lead(seat) => {
-                    let opts = remaining(opts, deadline).ok_or_else(timeout)?;
-                    self.lead_cohort(seat, req.with_opts(&opts)).await
-                }
-                Turn::Alone => {
-                    let opts = remaining(opts, deadline).ok_or_else(timeout)?;
-                    self.acquire_in_backend(req.with_opts(&opts)).await
-                }
-            };
+            return self.take_turn(turn, req, started, deadline).await;
         }
+    }
+
+    /// Act on `turn`, the cohort's answer to `req` (which began at `started`): hold the lock it
+    /// inherited, or take it in the backend, as the cohort's leader or alone, within what is
+    /// left of its wait.
+    async fn take_turn(
+        self: &Arc<Self>,
+        turn: Turn,
+        req: Request<'_>,
+        started: Instant,
+        deadline: Option<Instant>,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let left = || remaining(req.opts, deadline).ok_or_else(|| self.wait_over(req.key, started));
+        match turn {
+            Turn::Inherit(inheritance) => {
+                let held = inheritance.take();
+                Ok(held.map(|(hold, token)| self.held_guard(hold, token)))
+            }
+            Turn::Lead(seat) => self.lead_cohort(seat, req.with_opts(&left()?)).await,
+            Turn::Alone => self.acquire_in_backend(req.with_opts(&left()?)).await,
+        }
+    }
+
+    /// A request of `owner` keeping FIFO order found `id` held or led by its cohort under
+    /// `leader`: it waits in the cohort if nobody but the leader waits for the lock in the
+    /// backend, and else asks the backend alone (as it does when the backend cannot be read:
+    /// the attempt tells why).
+    async fn ask_to_queue(&self, id: &LockId, owner: &OwnerId, leader: OwnerId) -> Enter {
+        let admitted = match self.backend.queued_behind(id, &leader).await {
+            Ok(false) => self.cohorts.admit(id, owner, &leader),
+            Ok(true) | Err(_) => None,
+        };
+        admitted.map_or(Enter::Alone, Enter::Queued)
     }
 
     /// Take the lock in the backend for the cohort, under an owner id of its own (so that no
@@ -131,6 +163,7 @@ impl Shared {
         req: Request<'_>,
     ) -> Result<Option<LockGuard>, LockError> {
         let leader = self.new_owner_id();
+        seat.leading(&leader);
         let connections = self.waiters.wake_alls();
         let acquired = match self.acquire_in_backend(req.by_leader(&leader)).await {
             // the others' waits would end one after another, each after this one's answer

@@ -20,10 +20,10 @@ on_both_backends!(
     fair_fixed_lease_frees_to_the_next_in_line,
 );
 
-/// Queued requests across the fixture's managers.
-fn queued(managers: &[LockManager]) -> usize {
-    managers.first().map_or(0, |m| m.queued())
-        + managers.iter().skip(1).map(|m| m.queued()).sum::<usize>()
+/// Waiting requests across the fixture's managers: queued in Redis, or in memory behind a
+/// request of their process (which keeps FIFO order: see `tests/safety/fifo_cohorts.rs`).
+fn waiting(managers: &[LockManager]) -> usize {
+    managers.iter().map(LockManager::waiting).sum()
 }
 
 async fn fifo_order_across_two_managers_and_no_queue_jumping(fx: Fixture) {
@@ -51,7 +51,7 @@ async fn fifo_order_across_two_managers_and_no_queue_jumping(fx: Fixture) {
         }));
         // queue them one after another
         assert!(
-            eventually(GENEROUS, || queued(distinct) == i + 1).await,
+            eventually(GENEROUS, || waiting(distinct) == i + 1).await,
             "the waiter is queued"
         );
     }
@@ -93,23 +93,29 @@ async fn fifo_order_across_two_managers_and_no_queue_jumping(fx: Fixture) {
     );
 }
 
+/// Three waiters, each of its own process (on Redis) so that each queues in Redis; the second
+/// is cancelled, and leaves the queue at once.
 async fn cancelled_waiter_leaves_the_queue_at_once(fx: Fixture) {
     let m = fx.manager().await;
     let holder = m.acquire("c", &LockOptions::fair()).await.unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
+    let mut waiters = Vec::new();
     for i in 0..3 {
-        let (m2, order) = (m.clone(), order.clone());
+        let waiter = fx.manager().await;
+        let (m2, order) = (waiter.clone(), order.clone());
         tasks.push(tokio::spawn(async move {
             let g = m2.acquire("c", &LockOptions::fair()).await.unwrap();
             order.lock().unwrap().push(i);
             g.release().await.unwrap();
         }));
-        assert!(eventually(GENEROUS, || m.queued() == i + 1).await, "queued");
+        waiters.push(waiter);
+        let queued = || queued_across(&fx, &waiters) == i + 1;
+        assert!(eventually(GENEROUS, queued).await, "queued");
     }
     tasks.remove(1).abort();
     assert!(
-        eventually(GENEROUS, || m.queued() == 2).await,
+        eventually(GENEROUS, || queued_across(&fx, &waiters) == 2).await,
         "the cancelled waiter left"
     );
     if !fx.is_memory() {
@@ -127,13 +133,25 @@ async fn cancelled_waiter_leaves_the_queue_at_once(fx: Fixture) {
     assert_eq!(*order.lock().unwrap(), vec![0, 2]);
 }
 
-/// Requests of `managers` queued for a lock (in memory, both are the one manager).
-fn queued_in(fx: &Fixture, [a, b]: [&LockManager; 2]) -> usize {
-    a.queued() + if fx.is_memory() { 0 } else { b.queued() }
+/// Requests of `managers` queued in the backend (in memory, all are the one manager).
+fn queued_across(fx: &Fixture, managers: &[LockManager]) -> usize {
+    let counts = managers.iter().map(LockManager::queued);
+    if fx.is_memory() {
+        counts.max().unwrap_or(0)
+    } else {
+        counts.sum()
+    }
 }
 
-/// `rounds` times: `a` holds `key` in mode `opts`; a waiter queues, then a patient one of `b`; the
-/// holder releases as the first waiter is cancelled, just before or just after. The first waiter
+/// Requests of `managers` waiting for a lock, in the backend or in memory behind a request of
+/// their process (in memory, both are the one manager).
+fn waiting_in(fx: &Fixture, [a, b]: [&LockManager; 2]) -> usize {
+    a.waiting() + if fx.is_memory() { 0 } else { b.waiting() }
+}
+
+/// `rounds` times: `a` holds `key` in mode `opts`; a waiter queues (in Redis, or in memory behind
+/// a request of its process), then a patient one of `b`; the holder releases as the first waiter
+/// is cancelled, just before or just after. The first waiter
 /// is `b`'s in half the rounds (its grant goes out by message) and `a`'s in the other half (it
 /// comes back in the release's answer): either way the patient waiter gets the lock.
 pub(crate) async fn grants_race_with_cancels(
@@ -151,7 +169,7 @@ pub(crate) async fn grants_race_with_cancels(
             tokio::spawn(async move { m.acquire(key, &opts).await.map(drop) })
         };
         assert!(
-            eventually(GENEROUS, || queued_in(fx, [a, b]) >= 1).await,
+            eventually(GENEROUS, || waiting_in(fx, [a, b]) >= 1).await,
             "first waiter queued"
         );
         let patient = {
@@ -159,7 +177,7 @@ pub(crate) async fn grants_race_with_cancels(
             tokio::spawn(async move { b.acquire(key, &opts).await.map(|g| g.fencing_token()) })
         };
         assert!(
-            eventually(GENEROUS, || queued_in(fx, [a, b]) >= 2).await,
+            eventually(GENEROUS, || waiting_in(fx, [a, b]) >= 2).await,
             "second waiter queued"
         );
         // release and cancel the head at (nearly) the same moment
@@ -255,7 +273,9 @@ async fn fair_fixed_lease_frees_to_the_next_in_line(fx: Fixture) {
 async fn a_thousand_queued_waiters_share_one_connection_and_do_not_poll() {
     let server = support::RedisServer::start();
     let holder = LockManager::redis(&server.url()).await.unwrap();
-    let m = LockManager::redis(&server.url()).await.unwrap();
+    // cohorting off: with it, the requests of `m` would wait in memory behind the first one
+    let m = LockManager::builder().redis(server.url()).local_handoffs(0);
+    let m = m.build().await.unwrap();
     let held = holder.acquire("hot", &LockOptions::fair()).await.unwrap();
     let acquired = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
@@ -331,10 +351,13 @@ async fn grant_outlives_its_claim_lease_on_redis() {
     grant_outlives_its_claim_lease(a, b).await;
 }
 
+/// Within one manager whose requests hand locks on in Redis (cohorting off: with it, the waiter
+/// would be handed the lock in memory, and no claim would be made).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_handed_over_within_one_manager_outlives_its_claim_lease_on_redis() {
     let server = support::RedisServer::start();
-    let m = short_claim().redis(server.url()).build().await.unwrap();
+    let m = short_claim().redis(server.url()).local_handoffs(0);
+    let m = m.build().await.unwrap();
     grant_outlives_its_claim_lease(m.clone(), m).await;
 }
 
@@ -344,7 +367,9 @@ async fn a_grant_handed_over_within_one_manager_outlives_its_claim_lease_on_redi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_to_a_waiter_of_the_releasing_manager_is_not_published() {
     let server = support::RedisServer::start();
-    let a = LockManager::builder().redis(server.url()).build().await;
+    // cohorting off for `a`: with it, its own waiter would be handed the lock in memory
+    let a = LockManager::builder().redis(server.url()).local_handoffs(0);
+    let a = a.build().await;
     let b = LockManager::builder().redis(server.url()).build().await;
     let (a, b) = (a.unwrap(), b.unwrap());
     let opts = LockOptions::fair().wait_timeout(Duration::from_secs(10));

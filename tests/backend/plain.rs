@@ -11,6 +11,14 @@ async fn manager(server: &RedisServer) -> LockManager {
     LockManager::redis(&server.url()).await.expect("manager")
 }
 
+/// A manager with cohorting off: its fair requests take plain locks under their own owner ids,
+/// as requests with a fixed lease do (with cohorting, a re-entry stays in memory:
+/// `tests/safety/cohorts.rs`).
+async fn uncohorted(server: &RedisServer) -> LockManager {
+    let builder = LockManager::builder().redis(server.url());
+    builder.local_handoffs(0).build().await.expect("manager")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_free_exclusive_lock_is_taken_without_a_script() {
     let server = RedisServer::start();
@@ -176,7 +184,7 @@ async fn a_free_fair_lock_is_taken_without_a_script_and_marks_its_mode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fair_reentry_turns_its_plain_lock_into_a_hash_under_the_same_token() {
     let server = RedisServer::start();
-    let (m, other) = (manager(&server).await, manager(&server).await);
+    let (m, other) = (uncohorted(&server).await, manager(&server).await);
     let owner = m.owner();
     let outer = owner.acquire("k", &LockOptions::fair()).await.unwrap();
     let kind = || server.cmd(&["TYPE", "{tower-lock:k}"]).as_string();
@@ -201,7 +209,7 @@ async fn a_fair_reentry_turns_its_plain_lock_into_a_hash_under_the_same_token() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_fair_requests_of_one_owner_both_hold() {
     let server = RedisServer::start();
-    let m = manager(&server).await;
+    let m = uncohorted(&server).await;
     for round in 0..20 {
         let owner = m.owner();
         let key = format!("k{round}");
@@ -225,6 +233,7 @@ async fn a_lost_plain_holds_release_leaves_its_owners_new_hold() {
         LockManager::builder()
             .redis(server.url())
             .lease(Duration::from_millis(600))
+            .local_handoffs(0) // as in `uncohorted`
             .build()
     };
     let (m, other) = (short().await.unwrap(), short().await.unwrap());

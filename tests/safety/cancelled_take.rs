@@ -18,8 +18,11 @@ use super::watch::nobody_else_takes_it;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_take_is_undone_once() {
     let server = RedisServer::start();
+    // cohorting off for `m`, so that its owner's requests meet in Redis, as requests with a
+    // fixed lease do (with cohorting they meet in memory: `cohorts.rs`)
+    let uncohorted = LockManager::builder().redis(server.url()).local_handoffs(0);
     let (m, rival) = (
-        LockManager::redis(&server.url()).await.unwrap(),
+        uncohorted.build().await.unwrap(),
         LockManager::redis(&server.url()).await.unwrap(),
     );
     let fair = LockOptions::fair();

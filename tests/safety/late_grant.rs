@@ -8,8 +8,12 @@ use tower_lock::{LockManager, LockOptions, LockOwner};
 use super::support::{eventually, RedisServer};
 use super::watch::nobody_else_takes_it;
 
+/// A manager with cohorting off: its fair requests hold and wait in Redis under their owners'
+/// own ids, as requests with a fixed lease do, and as these grants name them. (With cohorting,
+/// a leader's id of its own takes the lock, and an owner's requests meet in memory.)
 async fn manager(server: &RedisServer) -> LockManager {
-    LockManager::redis(&server.url()).await.unwrap()
+    let builder = LockManager::builder().redis(server.url());
+    builder.local_handoffs(0).build().await.unwrap()
 }
 
 /// The owner id holding `lock`: a free lock is taken on the plain path, as a string naming it

@@ -11,6 +11,7 @@ mod cohorts;
 mod drift;
 mod expired_grant;
 mod failed_wake;
+mod fifo_cohorts;
 mod late_grant;
 mod lease_table;
 mod mixed_modes;

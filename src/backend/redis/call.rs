@@ -64,7 +64,7 @@ impl ScriptCall {
     }
 }
 
-/// One round trip on a lock's connection: a script call, or the plain path's transaction.
+/// One round trip on a lock's connection: a script call, reads, or the plain path's commands.
 pub(crate) trait RoundTrip {
     /// Send it on `conn` and read its answer as a `T`.
     async fn run<T: FromRedisValue>(&self, conn: &mut Channel) -> RedisResult<T>;
@@ -73,5 +73,14 @@ pub(crate) trait RoundTrip {
 impl RoundTrip for ScriptCall {
     async fn run<T: FromRedisValue>(&self, conn: &mut Channel) -> RedisResult<T> {
         self.invoke(conn).await
+    }
+}
+
+/// Commands that only read, sent in one write.
+pub(crate) struct Reads(pub(crate) redis::Pipeline);
+
+impl RoundTrip for Reads {
+    async fn run<T: FromRedisValue>(&self, conn: &mut Channel) -> RedisResult<T> {
+        conn.pipeline(&self.0).await
     }
 }

@@ -1,6 +1,7 @@
 //! Fair (FIFO) locks on Redis: a queue per lock, grants made by the release script, heartbeats
 //! that keep live waiters queued and let dead ones be evicted.
 
+use super::call::Reads;
 use super::{flag, names, server_ms, slot_hint, RedisBackend, ScriptCall};
 use crate::backend::{AcquireRequest, Attempt, LockParty};
 use crate::error::BoxError;
@@ -68,6 +69,23 @@ impl RedisBackend {
             call.arg(*token).arg(&**value);
         }
         call
+    }
+
+    /// Whether anybody but `leader` waits for `id` in Redis: a fair request queued last that is
+    /// not `leader`'s, or a manager recorded as waiting in exclusive mode. Two reads in one
+    /// write, no script.
+    pub(crate) async fn queued_behind(&self, id: &LockId, leader: &str) -> Result<bool, BoxError> {
+        let mut reads = redis::pipe();
+        reads
+            .cmd("LINDEX")
+            .arg(names::queue(id))
+            .arg(-1)
+            .cmd("EXISTS")
+            .arg(names::waiters(id));
+        let (last, managers): (Option<String>, u64) =
+            self.invoke(slot_hint(id), &Reads(reads)).await?;
+        let others = last.is_some_and(|waiter| crate::backend::owner_of(&waiter) != leader);
+        Ok(others || managers > 0)
     }
 
     /// `waiter` left the queue of `id`; a grant made to it (the lock's `#f` names it) was never

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::{Cohorts, Turn};
+use crate::ids::OwnerId;
 use crate::manager::live::Hold;
 use crate::manager::Shared;
 use crate::waiters::LockId;
@@ -46,6 +47,11 @@ impl Turn {
 }
 
 impl Seat {
+    /// The leader begins to take the lock in the backend under `leader`.
+    pub(crate) fn leading(&self, leader: &OwnerId) {
+        self.cohorts.lead_as(&self.id, leader);
+    }
+
     /// The leader took the lock in the backend: `hold` (its live hold) is the cohort's now.
     /// `connections`: the manager's count of connection troubles when the leader began.
     pub(crate) fn established(mut self, hold: Hold, connections: u64) {
@@ -60,8 +66,8 @@ impl Seat {
         let mut table = self.cohorts.table();
         if let Some(cohort) = table.cohorts.remove(&self.id) {
             cohort.settled.notify_waiters();
-            for (_, turn) in cohort.waiting {
-                let _ = turn.send(Turn::Alone);
+            for waiting in cohort.waiting {
+                let _ = waiting.turn.send(Turn::Alone);
             }
         }
     }
@@ -73,6 +79,7 @@ impl Drop for Seat {
             let mut table = self.cohorts.table();
             if let Some(cohort) = table.cohorts.get_mut(&self.id) {
                 cohort.holder = None;
+                cohort.leader = None;
             }
             drop(table);
             self.cohorts.succeed(&self.id);

@@ -1,0 +1,179 @@
+//! Fair requests of one process hand a lock on in memory without giving up FIFO order across
+//! processes: a request waits in its cohort only when nobody but the cohort's leader waited in
+//! Redis when it came; one that came after a request of another process queues behind it in
+//! Redis. A chain of hand-offs in memory never runs past the block of tokens its leader reserved.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tower_lock::{LockManager, LockOptions};
+
+use super::support;
+use support::{eventually, RedisServer, GENEROUS};
+
+async fn manager(server: &RedisServer) -> LockManager {
+    LockManager::builder()
+        .redis(server.url())
+        .build()
+        .await
+        .expect("manager")
+}
+
+/// Fair requests queued in Redis for `key` (of the default namespace).
+fn queued_in_redis(server: &RedisServer, key: &str) -> i64 {
+    let queue = format!("{{tower-lock:{key}}}:ql");
+    server.cmd(&["LLEN", &queue]).as_int().unwrap_or(0)
+}
+
+/// The holds of a test, in the order they began: a name and a fencing token each.
+type Order = Arc<Mutex<Vec<(&'static str, u64)>>>;
+
+/// A fair request named `name` of `m` for `key`: once it holds, it is recorded in `order`, holds
+/// 200 ms (time for the test to read Redis meanwhile) and releases.
+fn request(
+    m: &LockManager,
+    key: &'static str,
+    name: &'static str,
+    order: &Order,
+) -> JoinHandle<()> {
+    let (m, order) = (m.clone(), order.clone());
+    tokio::spawn(async move {
+        let opts = LockOptions::fair().wait_timeout(Duration::from_secs(20));
+        let guard = m.acquire(key, &opts).await.expect("fair acquire");
+        order.lock().unwrap().push((name, guard.fencing_token()));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        guard.release().await.unwrap();
+    })
+}
+
+async fn finish(tasks: Vec<JoinHandle<()>>, order: &Order) -> Vec<(&'static str, u64)> {
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let order = order.lock().unwrap().clone();
+    assert!(
+        order.windows(2).all(|w| w[0].1 < w[1].1),
+        "tokens out of order: {order:?}"
+    );
+    order
+}
+
+fn names(order: &[(&'static str, u64)]) -> Vec<&'static str> {
+    order.iter().map(|(name, _)| *name).collect()
+}
+
+/// A holds the lock. A's second request finds nobody queued in Redis, and waits in memory; B's
+/// request then queues in Redis, and A's third behind it. Released, the lock goes to A's second
+/// request in memory (the next token, no script), then to B, then to A's third: the order they
+/// came in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_waits_in_memory_only_when_nobody_queued_in_redis_before_it() {
+    let server = RedisServer::start();
+    let (a, b) = (manager(&server).await, manager(&server).await);
+    let order = Order::default();
+    let first = a.acquire("f", &LockOptions::fair()).await.unwrap();
+
+    let second = request(&a, "f", "a2", &order);
+    assert!(eventually(GENEROUS, || a.waiting() == 1).await, "a2 waits");
+    assert_eq!(queued_in_redis(&server, "f"), 0, "a2 queued in Redis");
+    let b1 = request(&b, "f", "b1", &order);
+    assert!(eventually(GENEROUS, || queued_in_redis(&server, "f") == 1).await);
+    let third = request(&a, "f", "a3", &order);
+    assert!(
+        eventually(GENEROUS, || queued_in_redis(&server, "f") == 2).await,
+        "a3 came after b1, and must queue behind it in Redis"
+    );
+
+    let scripts = server.command_calls("evalsha");
+    let token = first.fencing_token();
+    first.release().await.unwrap();
+    assert!(
+        eventually(GENEROUS, || !order.lock().unwrap().is_empty()).await,
+        "a2 was handed the lock"
+    );
+    assert_eq!(
+        server.command_calls("evalsha"),
+        scripts,
+        "the hand-off to a2 went through Redis"
+    );
+    let order = finish(vec![second, b1, third], &order).await;
+    assert_eq!(names(&order), ["a2", "b1", "a3"], "not FIFO");
+    assert_eq!(
+        order[0].1,
+        token + 1,
+        "a2's token is not the next of the block"
+    );
+}
+
+/// B holds the lock; A's first request queues for it in Redis as its cohort's leader. A's
+/// second request finds only that leader queued, and waits in memory behind it; B's second
+/// request queues in Redis after them. The order: A's first, A's second (in memory), B's second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_waits_in_memory_behind_its_leader_queued_in_redis() {
+    let server = RedisServer::start();
+    let (a, b) = (manager(&server).await, manager(&server).await);
+    let order = Order::default();
+    let holder = b.acquire("g", &LockOptions::fair()).await.unwrap();
+
+    let a1 = request(&a, "g", "a1", &order);
+    assert!(eventually(GENEROUS, || queued_in_redis(&server, "g") == 1).await);
+    let a2 = request(&a, "g", "a2", &order);
+    assert!(eventually(GENEROUS, || a.waiting() == 2).await, "a2 waits");
+    assert_eq!(queued_in_redis(&server, "g"), 1, "a2 queued in Redis");
+    let b2 = request(&b, "g", "b2", &order);
+    assert!(eventually(GENEROUS, || queued_in_redis(&server, "g") == 2).await);
+
+    holder.release().await.unwrap();
+    let order = finish(vec![a1, a2, b2], &order).await;
+    assert_eq!(names(&order), ["a1", "a2", "b2"], "not FIFO");
+    assert_eq!(
+        order[1].1,
+        order[0].1 + 1,
+        "a2 was not handed the lock in memory"
+    );
+}
+
+/// 150 fair requests of one process for one lock, all waiting in memory (nobody else queues):
+/// a chain of hand-offs gives the tokens of its leader's block and no more (63 after the
+/// leader's own), then the lock goes back through Redis for a new block. Tokens rise strictly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_of_hand_offs_stays_within_its_block_of_tokens() {
+    let server = RedisServer::start();
+    let m = manager(&server).await;
+    let holder = m.acquire("chain", &LockOptions::fair()).await.unwrap();
+    let tokens = Arc::new(Mutex::new(vec![holder.fencing_token()]));
+    let mut tasks = Vec::new();
+    for _ in 0..150 {
+        let (m, tokens) = (m.clone(), tokens.clone());
+        tasks.push(tokio::spawn(async move {
+            let guard = m.acquire("chain", &LockOptions::fair()).await.unwrap();
+            tokens.lock().unwrap().push(guard.fencing_token());
+            guard.release().await.unwrap();
+        }));
+    }
+    assert!(
+        eventually(GENEROUS, || m.waiting() == 150).await,
+        "all wait"
+    );
+    assert_eq!(queued_in_redis(&server, "chain"), 0);
+    holder.release().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let tokens = tokens.lock().unwrap().clone();
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens out of order"
+    );
+    let mut run = 1;
+    let mut longest = 1;
+    for w in tokens.windows(2) {
+        run = if w[1] == w[0] + 1 { run + 1 } else { 1 };
+        longest = longest.max(run);
+    }
+    assert_eq!(
+        longest, 64,
+        "a chain ran past its block, or never filled it"
+    );
+}
