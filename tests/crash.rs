@@ -301,15 +301,21 @@ async fn a_queue_whose_waiters_all_died_expires_with_their_heartbeats() {
     let mut child = spawn_child(&server, "queue");
     let queue = "{tower-lock:fair}:ql";
     assert_eq!(server.cmd(&["LLEN", queue]).as_int(), Some(1));
-    // a live waiter of this process queues for another lock held by the same holder's manager
+    // a live waiter of another process queues for another lock held by the holder's manager (one
+    // of the holder's own would wait in memory behind it, with no queue in Redis to keep)
     let other = m.acquire("other", &LockOptions::fair()).await.unwrap();
+    let waiting = manager(&server.url()).await;
     let live = {
-        let m = m.clone();
-        tokio::spawn(async move { m.acquire("other", &LockOptions::fair()).await.map(drop) })
+        let waiting = waiting.clone();
+        tokio::spawn(async move {
+            waiting
+                .acquire("other", &LockOptions::fair())
+                .await
+                .map(drop)
+        })
     };
-    while m.queued() == 0 {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    let queued = support::eventually(Duration::from_secs(10), || waiting.queued() == 1).await;
+    assert!(queued, "the live waiter queued in Redis");
     child.kill().expect("SIGKILL the waiter");
     child.wait().expect("reap");
     let killed = Instant::now();
