@@ -8,12 +8,13 @@
 //! Fair requests keep FIFO order across processes. One that finds the lock held or led by a
 //! request of this process asks the backend whether anybody but the cohort's leader waits for it
 //! there (two reads, no script), and waits in the cohort only if nobody does; else it queues in
-//! the backend. Whoever queues there after that read comes after it, so hand-offs in memory serve
-//! the requests in the order they came, and do not count against the bound: a chain ends when
-//! nobody of this process waits, or when the block of tokens runs out. Should the leader give
-//! up its wait, or a hold be lost, the requests waiting behind it lead anew, and queue behind
-//! whoever queued meanwhile. Fair requests that opt in to cohort order wait in the cohort at
-//! once, as exclusive ones do.
+//! the backend. Waiting in the cohort, it takes the leader's place in the backend's order: whoever
+//! queues there after the leader comes after it. (One that comes while the hold is being given
+//! back, or before a new leader began, waits for the leader, then asks.) So hand-offs in memory
+//! keep the order, and do not count against the bound: a chain ends when nobody of this process
+//! waits, or when the block of tokens runs out. Should the leader give up its wait, or a hold be
+//! lost, the requests waiting behind it lead anew, and queue behind whoever queued meanwhile. Fair
+//! requests that opt in to cohort order wait in the cohort at once, as exclusive ones do.
 //!
 //! Every inherited hold gets the next token of the block the backend reserved when the leader
 //! took the lock (`TOKEN_BLOCK` in `common.lua`): tokens still rise strictly across local and
@@ -75,7 +76,8 @@ struct Cohort {
     connections: u64,
     /// The requests waiting, in arrival order.
     waiting: VecDeque<Waiting>,
-    /// Told when the leader took the lock or gave up (a second request of its owner waits).
+    /// Told when a leader begins, takes the lock or gives up (a second request of its owner, or
+    /// requests keeping FIFO order, wait for it).
     settled: Arc<Notify>,
 }
 
@@ -104,12 +106,14 @@ pub(crate) enum Enter {
     /// backend, and the request keeps FIFO order: it may wait for a turn ([`Cohorts::admit`])
     /// only if nobody but the leader waits for the lock in the backend.
     Ask(OwnerId),
-    /// The request keeps FIFO order and the cohort's hold is about to be taken or given back:
-    /// it asks the backend itself.
+    /// The request keeps FIFO order and the backend has others waiting for the lock: it queues
+    /// there, alone.
     Alone,
     /// Another request holds it, and this one does not wait.
     Busy,
-    /// Another request of the same owner leads: enter again once it is settled (this resolves).
+    /// Another request of the same owner leads, or (keeping FIFO order) the cohort's hold is
+    /// about to be taken or given back: enter again once it is settled, or a new leader begins
+    /// (this resolves).
     AfterLeader(OwnedNotified),
     /// The manager shut down.
     Closed,
@@ -194,7 +198,8 @@ impl Cohorts {
         if fifo {
             return match (&cohort.holder, &cohort.leader) {
                 (Some(_), Some(leader)) => Enter::Ask(leader.clone()),
-                _ => Enter::Alone,
+                // made under the table's lock: the change it waits for cannot come before
+                _ => Enter::AfterLeader(cohort.settled.clone().notified_owned()),
             };
         }
         Enter::Queued(cohort.queue(owner, true))
@@ -325,6 +330,8 @@ impl Cohorts {
         let mut table = self.table();
         if let Some(cohort) = table.cohorts.get_mut(id) {
             cohort.leader = Some(leader.clone());
+            // requests keeping FIFO order waited for a leader to ask about
+            cohort.settled.notify_waiters();
         }
     }
 

@@ -91,8 +91,10 @@ impl Shared {
                 Enter::Ask(leader) => {
                     // boxed: the compiler's depth limit for the layout of nested futures
                     let asking = Box::pin(self.ask_to_queue(id, owner, leader));
-                    let asked = until(deadline, asking);
-                    asked.await.ok_or_else(timeout)?
+                    match until(deadline, asking).await.ok_or_else(timeout)? {
+                        Some(entered) => entered,
+                        None => continue,
+                    }
                 }
                 entered => entered,
             };
@@ -146,13 +148,12 @@ impl Shared {
     /// A request of `owner` keeping FIFO order found `id` held or led by its cohort under
     /// `leader`: it waits in the cohort if nobody but the leader waits for the lock in the
     /// backend, and else asks the backend alone (as it does when the backend cannot be read:
-    /// the attempt tells why).
-    async fn ask_to_queue(&self, id: &LockId, owner: &OwnerId, leader: OwnerId) -> Enter {
-        let admitted = match self.backend.queued_behind(id, &leader).await {
-            Ok(false) => self.cohorts.admit(id, owner, &leader),
-            Ok(true) | Err(_) => None,
-        };
-        admitted.map_or(Enter::Alone, Enter::Queued)
+    /// the attempt tells why). `None`: the cohort's hold went meanwhile; enter again.
+    async fn ask_to_queue(&self, id: &LockId, owner: &OwnerId, leader: OwnerId) -> Option<Enter> {
+        match self.backend.queued_behind(id, &leader).await {
+            Ok(false) => self.cohorts.admit(id, owner, &leader).map(Enter::Queued),
+            Ok(true) | Err(_) => Some(Enter::Alone),
+        }
     }
 
     /// Take the lock in the backend for the cohort, under an owner id of its own (so that no

@@ -93,8 +93,15 @@ async fn locks_exclude_and_keep_their_order_on_every_shard() {
             order.lock().unwrap().push(i);
             guard.release().await.unwrap();
         }));
-        // waiting in a Redis queue, or in memory behind a request of its process (FIFO kept)
-        let waiting = || managers.iter().map(LockManager::waiting).sum::<usize>() == i + 1;
+        // the first waits in memory behind the holder of its process (nobody queued in Redis
+        // before it), every later one in Redis's queue (the other process queued before it)
+        let queue = "{tower-lock:fifo}:ql";
+        let node = cluster.master_of(queue);
+        let waiting = || {
+            let in_redis = node.cmd(&["LLEN", queue]).as_int();
+            managers.iter().map(LockManager::waiting).sum::<usize>() == i + 1
+                && in_redis == Some(i as i64)
+        };
         assert!(eventually(GENEROUS, waiting).await, "waiter {i} waits");
     }
     holder.release().await.unwrap();

@@ -26,6 +26,13 @@ fn waiting(managers: &[LockManager]) -> usize {
     managers.iter().map(LockManager::waiting).sum()
 }
 
+/// The length of the Redis queue of the fair lock `key` (`None` in memory).
+fn queue_length(fx: &Fixture, key: &str) -> Option<usize> {
+    let queue = format!("{{tower-lock:{key}}}:ql");
+    let length = fx.cmd_for(&queue, &["LLEN", &queue])?.as_int()?;
+    usize::try_from(length).ok()
+}
+
 async fn fifo_order_across_two_managers_and_no_queue_jumping(fx: Fixture) {
     let managers = [fx.manager().await, fx.manager().await];
     let distinct = if !fx.is_memory() {
@@ -49,11 +56,14 @@ async fn fifo_order_across_two_managers_and_no_queue_jumping(fx: Fixture) {
             tokio::time::sleep(Duration::from_millis(1)).await;
             g.release().await.unwrap();
         }));
-        // queue them one after another
-        assert!(
-            eventually(GENEROUS, || waiting(distinct) == i + 1).await,
-            "the waiter is queued"
-        );
+        // queue them one after another: on Redis the first waits in memory behind the holder of
+        // its process (nobody queued in Redis before it), and every later one in Redis's queue,
+        // since a waiter of the other process queued before it
+        let queued = || match queue_length(&fx, "fifo") {
+            Some(in_redis) => waiting(distinct) == i + 1 && in_redis == i,
+            None => waiting(distinct) == i + 1,
+        };
+        assert!(eventually(GENEROUS, queued).await, "the waiter is queued");
     }
     // a try_acquire never jumps the queue, neither now nor while the queue drains
     let jumper = fx.manager().await;
