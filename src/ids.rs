@@ -66,6 +66,32 @@ impl Hasher for Hashed {
 /// as every name made from a manager id is.
 pub(crate) fn numbered(prefix: &str, separator: char, n: u64, tag: Option<char>) -> Arc<str> {
     let mut digits = [0u8; 20];
+    let digits = decimal(n, &mut digits);
+    let (mut sep, mut tag_utf8) = ([0u8; 4], [0u8; 4]);
+    let sep = separator.encode_utf8(&mut sep).as_bytes();
+    let tag = tag.map_or(&[][..], |t| t.encode_utf8(&mut tag_utf8).as_bytes());
+    let tail: [&[u8]; 2] = if tag.is_empty() {
+        [&[], &[]]
+    } else {
+        [sep, tag]
+    };
+    joined(&[prefix.as_bytes(), sep, digits, tail[0], tail[1]])
+        .unwrap_or_else(|| Arc::from(spelled_out(prefix, separator, n, tag)))
+}
+
+/// `<mark><prefix><separator><n>` as one shared string, as [`numbered`] writes it (a plain lock's
+/// value: `plain/holds.rs`).
+pub(crate) fn marked(mark: &str, prefix: &str, separator: char, n: u64) -> Arc<str> {
+    let mut digits = [0u8; 20];
+    let digits = decimal(n, &mut digits);
+    let mut sep = [0u8; 4];
+    let sep = separator.encode_utf8(&mut sep).as_bytes();
+    joined(&[mark.as_bytes(), prefix.as_bytes(), sep, digits])
+        .unwrap_or_else(|| Arc::from(format!("{mark}{prefix}{separator}{n}")))
+}
+
+/// `n` in decimal, written at the end of `digits`.
+fn decimal(n: u64, digits: &mut [u8; 20]) -> &[u8] {
     let mut start = digits.len();
     let mut rest = n;
     loop {
@@ -76,28 +102,21 @@ pub(crate) fn numbered(prefix: &str, separator: char, n: u64, tag: Option<char>)
             break;
         }
     }
-    let (mut sep, mut tag_utf8) = ([0u8; 4], [0u8; 4]);
-    let sep = separator.encode_utf8(&mut sep).as_bytes();
-    let tag = tag.map_or(&[][..], |t| t.encode_utf8(&mut tag_utf8).as_bytes());
-    let tail: [&[u8]; 2] = if tag.is_empty() {
-        [&[], &[]]
-    } else {
-        [sep, tag]
-    };
+    &digits[start..]
+}
+
+/// `parts` (whole strings and chars) one after another as a shared string, written through a
+/// buffer on the stack; `None` when they do not fit in it.
+fn joined(parts: &[&[u8]]) -> Option<Arc<str>> {
     let mut name = [0u8; 128];
     let mut len = 0;
-    for part in [prefix.as_bytes(), sep, &digits[start..], tail[0], tail[1]] {
-        let Some(room) = name.get_mut(len..len + part.len()) else {
-            return Arc::from(spelled_out(prefix, separator, n, tag));
-        };
+    for part in parts {
+        let room = name.get_mut(len..len + part.len())?;
         room.copy_from_slice(part);
         len += part.len();
     }
     // whole strings and chars joined: always UTF-8
-    std::str::from_utf8(&name[..len]).map_or_else(
-        |_| Arc::from(spelled_out(prefix, separator, n, tag)),
-        Arc::from,
-    )
+    std::str::from_utf8(&name[..len]).ok().map(Arc::from)
 }
 
 /// [`numbered`] through the formatting machinery, for a name too long for its buffer.
@@ -228,6 +247,9 @@ mod tests {
         assert_eq!(&*numbered("", '|', 10, Some('é')), "|10|é");
         let long = "x".repeat(200);
         assert_eq!(&*numbered(&long, ':', 5, Some('w')), format!("{long}:5:w"));
+        assert_eq!(&*marked("!", "m:7", '|', 42), "!m:7|42");
+        assert_eq!(&*marked("", "m:7", '|', 0), "m:7|0");
+        assert_eq!(&*marked("!", &long, '|', 3), format!("!{long}|3"));
     }
 
     #[test]

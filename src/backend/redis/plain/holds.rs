@@ -56,7 +56,7 @@ impl PlainHolds {
     pub(crate) fn value(&self, owner: &OwnerId, fair: bool) -> Arc<str> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let mark = if fair { "!" } else { "" };
-        format!("{mark}{}|{n}", &**owner).into()
+        crate::ids::marked(mark, owner, '|', n)
     }
 
     /// `owner`'s latest plain hold of `id`: the one its watchdog renews and a re-entry makes a
