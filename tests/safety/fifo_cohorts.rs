@@ -158,14 +158,7 @@ async fn a_chain_of_hand_offs_stays_within_its_block_of_tokens() {
     );
     assert_eq!(queued_in_redis(&server, "chain"), 0);
     holder.release().await.unwrap();
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let tokens = tokens.lock().unwrap().clone();
-    assert!(
-        tokens.windows(2).all(|w| w[0] < w[1]),
-        "tokens out of order"
-    );
+    let tokens = rising_tokens(tasks, &tokens).await;
     let mut run = 1;
     let mut longest = 1;
     for w in tokens.windows(2) {
@@ -200,22 +193,29 @@ async fn a_process_alone_on_a_lock_keeps_handing_it_on_in_memory() {
             }
         }));
     }
-    for task in tasks {
-        task.await.unwrap();
-    }
+    let tokens = rising_tokens(tasks, &tokens).await;
     // the blocks' releases (20 blocks of 64), and no request queued in Redis by script
     let scripts = server.command_calls("evalsha");
     assert!(scripts <= 40, "{scripts} script calls for 20 blocks");
-    let tokens = tokens.lock().unwrap().clone();
     assert_eq!(tokens.len(), 1280);
-    assert!(
-        tokens.windows(2).all(|w| w[0] < w[1]),
-        "tokens out of order"
-    );
     let in_memory = tokens.windows(2).filter(|w| w[1] == w[0] + 1).count();
     // a block of 64 tokens serves 64 holds: 1,260 hand-offs in memory at most
     assert!(
         in_memory >= 1_200,
         "{in_memory} of 1,279 hand-offs in memory: requests queued in Redis"
     );
+}
+
+/// The tokens `tasks` recorded in `tokens`, once they are done, in the order the holds began:
+/// rising strictly.
+async fn rising_tokens(tasks: Vec<JoinHandle<()>>, tokens: &Mutex<Vec<u64>>) -> Vec<u64> {
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let tokens = tokens.lock().unwrap().clone();
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens out of order"
+    );
+    tokens
 }
