@@ -106,8 +106,8 @@ pub(crate) enum Enter {
     /// backend, and the request keeps FIFO order: it may wait for a turn ([`Cohorts::admit`])
     /// only if nobody but the leader waits for the lock in the backend.
     Ask(OwnerId),
-    /// The request keeps FIFO order and the backend has others waiting for the lock: it queues
-    /// there, alone.
+    /// The request keeps FIFO order, and others wait for the lock in the backend (or the backend
+    /// could not be read): it asks the backend itself, and queues there.
     Alone,
     /// Another request holds it, and this one does not wait.
     Busy,
