@@ -267,7 +267,7 @@ async fn the_shutdown_closes_the_cohort() {
 
 /// Hand-offs in memory among `tokens` (in the order the holds began): a token one above the
 /// last one (a hand-off through Redis starts a new block).
-fn local_hand_offs(tokens: &[u64]) -> usize {
+pub(super) fn local_hand_offs(tokens: &[u64]) -> usize {
     tokens.windows(2).filter(|w| w[1] == w[0] + 1).count()
 }
 
@@ -312,15 +312,7 @@ async fn tokens_of_a_contended_run(server: &RedisServer, run: Contention) -> Vec
             }
         }));
     }
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let tokens = tokens.lock().unwrap().clone();
-    assert!(
-        tokens.windows(2).all(|w| w[0] < w[1]),
-        "tokens out of order"
-    );
-    tokens
+    super::fifo_cohorts::rising_tokens(tasks, &tokens).await
 }
 
 /// Fair requests keep exclusion and rising tokens across local and remote hand-offs, in FIFO

@@ -198,7 +198,7 @@ async fn a_process_alone_on_a_lock_keeps_handing_it_on_in_memory() {
     let scripts = server.command_calls("evalsha");
     assert!(scripts <= 40, "{scripts} script calls for 20 blocks");
     assert_eq!(tokens.len(), 1280);
-    let in_memory = tokens.windows(2).filter(|w| w[1] == w[0] + 1).count();
+    let in_memory = super::cohorts::local_hand_offs(&tokens);
     // a block of 64 tokens serves 64 holds: 1,260 hand-offs in memory at most
     assert!(
         in_memory >= 1_200,
@@ -208,7 +208,10 @@ async fn a_process_alone_on_a_lock_keeps_handing_it_on_in_memory() {
 
 /// The tokens `tasks` recorded in `tokens`, once they are done, in the order the holds began:
 /// rising strictly.
-async fn rising_tokens(tasks: Vec<JoinHandle<()>>, tokens: &Mutex<Vec<u64>>) -> Vec<u64> {
+pub(super) async fn rising_tokens(
+    tasks: Vec<JoinHandle<()>>,
+    tokens: &Mutex<Vec<u64>>,
+) -> Vec<u64> {
     for task in tasks {
         task.await.unwrap();
     }
