@@ -91,7 +91,7 @@ pub(crate) fn marked(mark: &str, prefix: &str, separator: char, n: u64) -> Arc<s
 }
 
 /// `n` in decimal, written at the end of `digits`.
-fn decimal(n: u64, digits: &mut [u8; 20]) -> &[u8] {
+pub(crate) fn decimal(n: u64, digits: &mut [u8; 20]) -> &[u8] {
     let mut start = digits.len();
     let mut rest = n;
     loop {

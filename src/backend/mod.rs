@@ -251,12 +251,15 @@ impl Backend {
     /// token), and a single server drops any of them (one argument less for Redis to parse);
     /// once it was lost, the owner may have taken the lock again, and only holds under `token`
     /// go. A quorum release always goes by the tokens each master issued for this hold.
+    /// `last_used` is the last token handed out under the hold, when known (else the whole block
+    /// counts as used): a single server's counter need not pass tokens nobody got.
     pub(crate) async fn release(
         &self,
         id: &LockId,
         owner: &OwnerId,
         mode: Mode,
         token: u64,
+        last_used: Option<u64>,
         lost: bool,
     ) -> Result<Released, BoxError> {
         let exact = lost.then_some(token);
@@ -265,7 +268,7 @@ impl Backend {
             #[cfg(feature = "redis")]
             Backend::Redis(r) if mode.is_shared() => r.shared_release(id, owner, exact).await,
             #[cfg(feature = "redis")]
-            Backend::Redis(r) => r.release(id, owner, token, lost).await,
+            Backend::Redis(r) => r.release(id, owner, token, last_used, lost).await,
             #[cfg(feature = "redis")]
             Backend::Quorum(q) => q.release(id, owner, token).await,
         }

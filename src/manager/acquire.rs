@@ -386,7 +386,9 @@ fn release_if_won(
     Box::new(move |out| -> Option<Work> {
         match out {
             Ok(Attempt::Acquired { token }) => Some(Box::pin(async move {
-                let _ = backend.release(&id, &owner, mode, token, true).await;
+                let _ = backend
+                    .release(&id, &owner, mode, token, Some(token), true)
+                    .await;
             })),
             _ => None,
         }

@@ -137,8 +137,9 @@ pub(crate) enum Turn {
 pub(crate) enum Released {
     /// Nothing: the owner holds it still, or the next request inherited it.
     Kept,
-    /// Release the backend's hold, then let the succession run (drop it).
-    ToBackend(Hold, Succession),
+    /// Release the backend's hold, under which the token given was the last handed out, then let
+    /// the succession run (drop it).
+    ToBackend(Hold, u64, Succession),
     /// The hold was not the cohort's holder's (the shutdown took it).
     NotHeld,
 }
@@ -265,7 +266,10 @@ impl Cohorts {
         cohort.leader = None;
         cohort.handoffs = 0;
         match cohort.held.take() {
-            Some(held) => Released::ToBackend(held, self.succession(&hold.id)),
+            Some(held) => {
+                let last = cohort.last_token.max(held.token);
+                Released::ToBackend(held, last, self.succession(&hold.id))
+            }
             None => Released::NotHeld,
         }
     }

@@ -223,8 +223,9 @@ impl Shared {
 
     /// A cohort's hold whose lease was lost, left by its cohort: released in the backend (by its
     /// token, should the lock be held there still), its guards lost.
+    /// It may have been handed on: its whole block of tokens counts as used.
     fn give_back_lost(&self, hold: Hold) {
-        self.release_held_later(hold, true, ());
+        self.release_held_later(hold, None, true, ());
     }
 
     /// The guard of a request holding `hold` (a cohort's) under `token`, with the cohort's lease.
@@ -254,16 +255,18 @@ impl Shared {
         match self.cohorts.release(&hold, self) {
             cohort::Released::Kept => Ok(Released::StillHeld),
             cohort::Released::NotHeld => Ok(Released::NotHeld),
-            cohort::Released::ToBackend(held, succession) => {
-                self.release_held(held, lost, succession).await
+            cohort::Released::ToBackend(held, last, succession) => {
+                self.release_held(held, Some(last), lost, succession).await
             }
         }
     }
 
     /// [`Self::release_in_cohort`] without waiting (from `Drop`).
     pub(crate) fn release_in_cohort_background(self: &Arc<Self>, hold: Hold, lost: bool) {
-        if let cohort::Released::ToBackend(held, succession) = self.cohorts.release(&hold, self) {
-            self.release_held_later(held, lost, succession);
+        if let cohort::Released::ToBackend(held, last, succession) =
+            self.cohorts.release(&hold, self)
+        {
+            self.release_held_later(held, Some(last), lost, succession);
         }
     }
 }

@@ -150,7 +150,10 @@ impl Releaser {
         let released = match hold.through {
             Through::Cohort(_) => self.shared.release_in_cohort(hold, lost).await,
             Through::ReadGroup(..) => self.shared.release_in_read_group(hold, lost).await,
-            Through::Backend => self.shared.release_held(hold, lost, ()).await,
+            Through::Backend => {
+                let token = Some(hold.token);
+                self.shared.release_held(hold, token, lost, ()).await
+            }
         };
         match released {
             Ok(Released::Freed | Released::StillHeld) => {
@@ -181,24 +184,27 @@ impl Releaser {
             memory.release(&hold.id, &hold.owner, hold.mode, token);
             return;
         }
-        self.shared.release_held_later(hold, lost, ());
+        let token = Some(hold.token);
+        self.shared.release_held_later(hold, token, lost, ());
     }
 }
 
 impl Shared {
-    /// Release `held`, the backend's hold, now (`lost`: its lease may have run out, so only its
-    /// token counts); `after` is dropped once the release is done (a cohort's succession). If the
-    /// caller stops waiting, the release still completes in the background.
+    /// Release `held`, the backend's hold, now (`last_used`: the last token handed out under it,
+    /// when known; `lost`: its lease may have run out, so only its token counts); `after` is
+    /// dropped once the release is done (a cohort's succession). If the caller stops waiting, the
+    /// release still completes in the background.
     pub(crate) async fn release_held(
         &self,
         held: Hold,
+        last_used: Option<u64>,
         lost: bool,
         after: impl Send + 'static,
     ) -> Result<Released, BoxError> {
         self.stop_renewing(&held);
         let backend = self.backend.clone();
         let call = Box::pin(async move {
-            let released = release(&backend, &held, lost).await;
+            let released = release(&backend, &held, last_used, lost).await;
             drop(after);
             released
         });
@@ -207,11 +213,17 @@ impl Shared {
 
     /// [`Self::release_held`] without waiting (from `Drop`): a failure is logged, and the lease
     /// runs out.
-    pub(crate) fn release_held_later(&self, held: Hold, lost: bool, after: impl Send + 'static) {
+    pub(crate) fn release_held_later(
+        &self,
+        held: Hold,
+        last_used: Option<u64>,
+        lost: bool,
+        after: impl Send + 'static,
+    ) {
         self.stop_renewing(&held);
         let backend = self.backend.clone();
         self.background.finish(async move {
-            if let Err(err) = release(&backend, &held, lost).await {
+            if let Err(err) = release(&backend, &held, last_used, lost).await {
                 let key = &*held.key;
                 tracing::warn!(key, error = %err, "background lock release failed; the lease will run out");
             }
@@ -234,11 +246,16 @@ impl Shared {
     }
 }
 
-/// Release `hold` in the backend (`lost`: its lease may have run out, so only its token counts).
+/// Release `hold` in the backend (`last_used`: the last token handed out under it, when known;
+/// `lost`: its lease may have run out, so only its token counts).
 pub(crate) async fn release(
     backend: &Backend,
     hold: &Hold,
+    last_used: Option<u64>,
     lost: bool,
 ) -> Result<Released, BoxError> {
-    (backend.release(&hold.id, &hold.owner, hold.mode, hold.token, lost)).await
+    let (id, owner, mode, token) = (&hold.id, &hold.owner, hold.mode, hold.token);
+    backend
+        .release(id, owner, mode, token, last_used, lost)
+        .await
 }

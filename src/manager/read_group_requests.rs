@@ -124,13 +124,13 @@ impl Shared {
                 Released::StillHeld
             });
         };
-        self.release_held(held, lost, ()).await
+        self.release_held(held, None, lost, ()).await
     }
 
     /// [`Self::release_in_read_group`] without waiting (from `Drop`).
     pub(crate) fn release_in_read_group_background(self: &Arc<Self>, hold: Hold, lost: bool) {
         if let Some(held) = self.leave_read_group(&hold) {
-            self.release_held_later(held, lost, ());
+            self.release_held_later(held, None, lost, ());
         }
     }
 

@@ -49,7 +49,8 @@ impl Shared {
 
     async fn release_at_shutdown(&self, hold: &Hold) -> Result<(), LockError> {
         self.stop_renewing(hold);
-        let outcome = release(&self.backend, hold, hold.lost.is_lost()).await;
+        // a cohort's hold may have been handed on: its whole block of tokens counts as used
+        let outcome = release(&self.backend, hold, None, hold.lost.is_lost()).await;
         hold.lost.fire();
         outcome
             .map(drop)

@@ -263,3 +263,34 @@ async fn a_lost_plain_holds_release_leaves_its_owners_new_hold() {
         .unwrap()
         .is_some());
 }
+
+/// A plain lock made a hash between the re-entry's answer and its manager's bookkeeping (here by
+/// hand: the hash a fair re-entry makes) is released as a hash, by its token: the plain release
+/// finds a hash and leaves it to the release script.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_release_that_finds_a_hash_releases_it_by_its_token() {
+    let server = RedisServer::start();
+    let (m, other) = (uncohorted(&server).await, manager(&server).await);
+    let guard = m.acquire("k", &LockOptions::fair()).await.unwrap();
+    let value = server.cmd(&["GET", "{tower-lock:k}"]).as_string().unwrap();
+    let owner = value.trim_start_matches('!').split('|').next().unwrap();
+    let token = guard.fencing_token().to_string();
+    server.cmd(&["DEL", "{tower-lock:k}"]);
+    server.cmd(&[
+        "HSET",
+        "{tower-lock:k}",
+        owner,
+        "1",
+        "#t",
+        &token,
+        "#f",
+        "1",
+        "#w",
+        "1",
+    ]);
+    server.cmd(&["PEXPIRE", "{tower-lock:k}", "30000"]);
+    guard.release().await.expect("released as a hash");
+    assert_eq!(server.cmd(&["EXISTS", "{tower-lock:k}"]).as_int(), Some(0));
+    let next = other.acquire("k", &LockOptions::fair()).await.unwrap();
+    assert!(next.fencing_token() > token.parse().unwrap());
+}

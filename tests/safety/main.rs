@@ -16,6 +16,7 @@ mod late_grant;
 mod lease_table;
 mod mixed_modes;
 mod outage;
+mod plain_retire;
 mod quorum_holds;
 mod read_groups;
 mod reentry_leases;

@@ -93,12 +93,13 @@ async fn memory_tokens_increase_across_processes() {
 }
 
 /// The fencing counter ahead of the clock (as after the server's clock stepped back): each hold
-/// then ends long before its block of 64 tokens would on the counter's time, and the script that
-/// ends it must leave the block's end to the next token. Takes, a fair grant made by a release, a
-/// cohort's local hand-off and the take after it: every token is above the counter and above the
-/// whole block of the hold before (the local hand-off takes the next one of its leader's).
+/// then ends long before its block of 64 tokens would on the counter's time, and the release must
+/// leave the last token handed out under it to the next one. Takes, a fair grant made by a
+/// release, a cohort's local hand-off and the take after it: every token is above the counter and
+/// above every token before it (the local hand-off takes the next one of its leader's). A hold
+/// made by script (the grant) leaves its whole block; a plain one, the tokens it handed out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tokens_rise_by_whole_blocks_while_the_counter_is_ahead_of_the_clock() {
+async fn tokens_rise_while_the_counter_is_ahead_of_the_clock() {
     let server = RedisServer::start();
     let url = server.url();
     let (m, other) = (
@@ -114,7 +115,7 @@ async fn tokens_rise_by_whole_blocks_while_the_counter_is_ahead_of_the_clock() {
     let mut tokens = three_tokens(&m, "k", &exclusive).await;
     let held = m.acquire("k", &fair).await.unwrap();
     tokens.push(held.fencing_token());
-    let granted = tokens_of_a_grant(&other, held).await;
+    let granted = tokens_of_a_grant(&server, &other, held).await;
     tokens.push(granted);
     let leader = m.acquire("k", &exclusive).await.unwrap();
     let handed = tokio::spawn({
@@ -126,26 +127,34 @@ async fn tokens_rise_by_whole_blocks_while_the_counter_is_ahead_of_the_clock() {
     leader.release().await.unwrap();
     let handed = handed.await.unwrap();
     let local = handed.fencing_token();
+    tokens.push(local);
     handed.release().await.unwrap();
     tokens.push(one_token(&other, "k", &exclusive).await);
 
     assert!(tokens[0] > ahead, "a token below the counter: {tokens:?}");
-    assert_increasing("remote hand-offs", &tokens);
+    assert_increasing("local and remote hand-offs", &tokens);
+    let leader = tokens[tokens.len() - 3];
     assert!(
-        tokens.windows(2).all(|w| w[1] >= w[0] + 64),
-        "a token within the block of the hold before: {tokens:?}"
+        leader >= granted + 64,
+        "a token within the block of the grant's hold: {tokens:?}"
     );
-    let leader = tokens[tokens.len() - 2];
     assert_eq!(local, leader + 1, "the local hand-off");
 }
 
-/// `held` (fair) is released while a fair request of `other` waits: the token of its grant.
-async fn tokens_of_a_grant(other: &LockManager, held: tower_lock::LockGuard) -> u64 {
+/// `held` (fair) is released while a fair request of `other` waits in Redis's queue: the token
+/// of its grant, a hold the release script made.
+async fn tokens_of_a_grant(
+    server: &RedisServer,
+    other: &LockManager,
+    held: tower_lock::LockGuard,
+) -> u64 {
     let waiting = tokio::spawn({
         let other = other.clone();
         async move { other.acquire("k", &LockOptions::fair()).await.unwrap() }
     });
-    let queued = || other.waiting() == 1;
+    // counted by its manager first, then queued by its script
+    let queued =
+        || other.waiting() == 1 && server.cmd(&["LLEN", "{tower-lock:k}:ql"]).as_int() == Some(1);
     assert!(super::support::eventually(Duration::from_secs(5), queued).await);
     held.release().await.unwrap();
     let granted = waiting.await.unwrap();

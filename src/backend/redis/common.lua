@@ -84,9 +84,13 @@ end
 
 -- A lock taken on the plain path (`plain/mod.rs`: SET NX, no script) is a string: its holder's
 -- owner id (after a '!' when taken in fair mode), '|' and a number that tells the owner's holds
--- apart, with the lease as its expiry. Its token is known to its holder alone. It has one hold and no marks, and its release looks for waiters itself: a
--- cohort's leader's owner id is made for the one hold, and a fair request that re-enters its own
--- plain lock first makes it a hash (below). `hash_fields` reads fields of a lock's hash; of a
+-- apart, with the lease as its expiry. Its token is known to its holder alone. It has one hold and
+-- no marks, and its release looks for waiters itself: a cohort's leader's owner id is made for the
+-- one hold, and a fair request that re-enters its own plain lock first makes it a hash (below).
+-- Its release keeps the last token handed out under it in the counter only when the server's
+-- clock may not have passed it, as its holder tells from the clock the plain path read and its
+-- own clock since: tokens then also rest on the holder's clock not running 1 % faster than the
+-- server's. `hash_fields` reads fields of a lock's hash; of a
 -- plain lock it gives false and the lock's value.
 local function hash_fields(lock, ...)
   local state = redis.pcall('HMGET', lock, ...)

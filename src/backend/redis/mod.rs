@@ -319,18 +319,22 @@ impl RedisBackend {
         id: &LockId,
         owner: &OwnerId,
         token: u64,
+        last_used: Option<u64>,
         lost: bool,
     ) -> Result<Released, BoxError> {
-        if let Some(released) = self.release_if_plain(id, owner, token).await {
+        if let Some(released) = self.release_if_plain(id, owner, token, last_used).await {
             return released;
         }
-        let call = self.release_call(id, owner, lost.then_some(token));
-        let answer = self.invoke(slot_hint(id), &call).await?;
-        self.released(id, answer).await
+        self.release_hash(id, owner, lost.then_some(token)).await
     }
 
-    /// The release script's call for `owner`'s hold of `id`, bound to `token` if given.
-    fn release_call(&self, id: &LockId, owner: &OwnerId, token: Option<u64>) -> ScriptCall {
+    /// Release `owner`'s hold of `id` as a lock hash, bound to `token` if given.
+    async fn release_hash(
+        &self,
+        id: &LockId,
+        owner: &OwnerId,
+        token: Option<u64>,
+    ) -> Result<Released, BoxError> {
         let mut call = ScriptCall::new(&self.scripts.release, 4);
         call.key(&**id)
             .key(names::waiters(id))
@@ -342,7 +346,8 @@ impl RedisBackend {
         if let Some(token) = token {
             call.arg(token);
         }
-        call
+        let answer = self.invoke(slot_hint(id), &call).await?;
+        self.released(id, answer).await
     }
 
     /// On a cluster, subscribe to this manager's channel of the slot of `req`'s lock before an

@@ -22,6 +22,7 @@ const HEARTBEAT_BODY: &str = include_str!("heartbeat.lua");
 const SHARED_ACQUIRE_BODY: &str = include_str!("shared_acquire.lua");
 const SHARED_RELEASE_BODY: &str = include_str!("shared_release.lua");
 const SHARED_ABANDON_BODY: &str = include_str!("shared_abandon.lua");
+const PLAIN_RELEASE_BODY: &str = include_str!("plain_release.lua");
 
 /// Whether `text` uses the identifier `name` (not as part of a longer identifier).
 fn uses(text: &str, name: &str) -> bool {
@@ -138,6 +139,8 @@ pub(crate) struct Scripts {
     pub(crate) shared_release: Script,
     /// Leave a shared lock's queue; drop a grant that raced with leaving; grant what room there is.
     pub(crate) shared_abandon: Script,
+    /// Release a plain lock by its value; when it frees, grant it as `release` does.
+    pub(crate) plain_release: Script,
     /// Every source, for loading them up front.
     pub(crate) sources: Vec<String>,
 }
@@ -156,6 +159,7 @@ impl Scripts {
             SHARED_ACQUIRE_BODY,
             SHARED_RELEASE_BODY,
             SHARED_ABANDON_BODY,
+            PLAIN_RELEASE_BODY,
         ];
         let sources: Vec<String> = bodies.map(|body| adapt(assemble(body))).into();
         let script = |i: usize| Script::new(&sources[i]);
@@ -170,6 +174,7 @@ impl Scripts {
             shared_acquire: script(7),
             shared_release: script(8),
             shared_abandon: script(9),
+            plain_release: script(10),
             sources,
         }
     }
@@ -280,6 +285,15 @@ mod tests {
                 .any(|s| s.starts_with("-- holds are whole numbers") && s.contains("if holds ~=")),
             "a comment goes with the statement below it: {statements:?}"
         );
+    }
+
+    #[test]
+    fn a_plain_release_nobody_waits_for_defines_no_helper() {
+        let release = assemble(PLAIN_RELEASE_BODY);
+        let nobody_waits = release.find("return 0\nend").expect("the early return");
+        let first_helper = release.find("local function").expect("helpers");
+        assert!(nobody_waits < first_helper, "{release}");
+        assert!(helpers_of(PLAIN_RELEASE_BODY).contains(&"grant_next".to_owned()));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::ids::{IdMap, OwnerId};
 use crate::waiters::LockId;
@@ -22,15 +22,33 @@ pub(crate) struct PlainHolds {
 /// The plain holds by lock, each with its owner, in the order they were taken.
 type Table = IdMap<LockId, Vec<(Arc<str>, PlainHold)>>;
 
+/// How much longer than the lead of a token over the server's clock a hold must have lasted, by
+/// this process's clock, for the server's clock to have passed that token: the server's clock
+/// reads whole microseconds, and two clocks' rates differ by far less than 1 %.
+const CLOCK_MARGIN: Duration = Duration::from_micros(2);
+
 /// One plain hold.
 #[derive(Debug, Clone)]
 pub(crate) struct PlainHold {
     pub(crate) token: u64,
-    /// When the hold's last token is below the server's clock, by this process's clock.
-    pub(crate) block_behind: Instant,
+    /// The server's clock, in microseconds, when the lock was taken,
+    pub(crate) clock: u64,
+    /// and this process's when the answer was read (later).
+    pub(crate) taken: Instant,
     /// The lock's value: the owner id (after `!` in fair mode), `|` and the hold's number. It
     /// binds a release or a renewal to this hold, not to a later one of the same owner.
     pub(crate) value: Arc<str>,
+}
+
+impl PlainHold {
+    /// Whether the server's clock may not have passed `token` yet. The server read `clock` before
+    /// it answered, so it has run for at least as long as this process since, give or take
+    /// [`CLOCK_MARGIN`] and 1 % (the server's clock must not step back: see `common.lua`).
+    pub(crate) fn may_lead_clock(&self, token: u64) -> bool {
+        let lead = token.saturating_sub(self.clock);
+        let behind_after = Duration::from_micros(lead + lead / 100) + CLOCK_MARGIN;
+        self.taken.elapsed() < behind_after
+    }
 }
 
 impl PlainHolds {
@@ -100,7 +118,8 @@ mod tests {
         let owner = OwnerId::new("m:1");
         let hold = |token| PlainHold {
             token,
-            block_behind: Instant::now(),
+            clock: token,
+            taken: Instant::now(),
             value: holds.value(&owner, true),
         };
         let (lost, taken_again) = (hold(10), hold(20));

@@ -13,30 +13,29 @@
 //! the hold by the owner id, and take a hash for what it became. The scripts read a plain lock as
 //! `hash_fields` in `common.lua` says.
 
+use std::io::Write;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use redis::{FromRedisValue, RedisResult, Value};
+use redis::{FromRedisValue, RedisResult, RedisWrite, ToRedisArgs, Value};
 
 mod holds;
 
 use holds::PlainHold;
 pub(crate) use holds::PlainHolds;
 
-use super::call::RoundTrip;
+use super::call::{RoundTrip, ScriptCall};
 use super::pool::Channel;
 use super::{names, server_ms, slot_hint, RedisBackend, LATE_REPLY};
 use crate::backend::TOKEN_BLOCK;
 use crate::backend::{AcquireRequest, Attempt, Released};
 use crate::error::BoxError;
-use crate::ids::OwnerId;
+use crate::ids::{decimal, OwnerId};
 use crate::options::Mode;
 use crate::waiters::LockId;
 
-/// How much longer than its block's lead on the server's clock a hold must have lasted, by this
-/// process's clock, for its release to skip retiring the block: clocks run at slightly different
-/// rates, and this dwarfs any drift over a lease.
-const CLOCK_MARGIN: Duration = Duration::from_millis(1);
+/// The plain release's answer when a re-entry made the lock a hash (`plain_release.lua`).
+const MADE_A_HASH: i64 = -2;
 
 /// The plain path's commands, sent together in one write: `SET NX PX`, then the fencing counter,
 /// the server's clock and whether fair requests queue. No `MULTI` is needed: once the lock is
@@ -176,24 +175,25 @@ impl RedisBackend {
             // token was handed out, so none is retired
             let hold = PlainHold {
                 token: 0,
-                block_behind: Instant::now(),
+                clock: 0,
+                taken: Instant::now(),
                 value,
             };
             self.plain.refuse();
-            self.plain_release(req.id, req.owner, hold).await?;
+            self.plain_release(req.id, req.owner, hold, None).await?;
             return Ok(None);
         };
         let token = clock.max(fence + 1);
-        let ahead = token + u64::from(TOKEN_BLOCK) - 1 - clock;
         let hold = PlainHold {
             token,
-            block_behind: Instant::now() + Duration::from_micros(ahead) + CLOCK_MARGIN,
+            clock,
+            taken: Instant::now(),
             value,
         };
         if queued {
             // Fair requests queue for the free lock (its holder's lease ran out): they come
-            // first. The release hands it to the head of their queue.
-            self.plain_release(req.id, req.owner, hold).await?;
+            // first. The release hands it to the head of their queue; nobody got the token.
+            self.plain_release(req.id, req.owner, hold, None).await?;
             return Ok(None);
         }
         self.plain.insert(req.id, req.owner, hold);
@@ -201,32 +201,73 @@ impl RedisBackend {
     }
 
     /// Release `owner`'s hold of `id` under `token` if it is a plain one (`None` when it is not).
+    /// `last_used` is the last token handed out under it, when known; else its whole block
+    /// counts as handed out.
     pub(super) async fn release_if_plain(
         &self,
         id: &LockId,
         owner: &OwnerId,
         token: u64,
+        last_used: Option<u64>,
     ) -> Option<Result<Released, BoxError>> {
         let hold = self.plain.take(id, owner, token)?;
-        Some(self.plain_release(id, owner, hold).await)
+        let last = last_used.unwrap_or(token + u64::from(TOKEN_BLOCK) - 1);
+        Some(self.plain_release(id, owner, hold, Some(last)).await)
     }
 
-    /// Release the plain hold `hold` of `owner` on `id`. Should a re-entry have made it a hash
-    /// meanwhile, the script releases it as one, by its token.
+    /// Release the plain hold `hold` of `owner` on `id`, under which `last` was the last token
+    /// handed out (`None`: none was). Should a re-entry have made it a hash meanwhile, the release
+    /// script releases it as one, by its token.
     async fn plain_release(
         &self,
         id: &LockId,
         owner: &OwnerId,
         hold: PlainHold,
+        last: Option<u64>,
     ) -> Result<Released, BoxError> {
-        let retire = if Instant::now() >= hold.block_behind {
-            "P"
-        } else {
-            "p"
+        let mut call = ScriptCall::new(&self.scripts.plain_release, 4);
+        call.key(&**id)
+            .key(names::waiters(id))
+            .key(names::queue(id))
+            .key(names::fence(id))
+            .arg(&*hold.value);
+        // the next token must pass the last one handed out: the counter keeps it unless the
+        // server's clock has passed it
+        match last.filter(|&last| hold.may_lead_clock(last)) {
+            Some(last) => call.arg(last),
+            None => call.arg(""),
         };
-        let mut call = self.release_call(id, owner, Some(hold.token));
-        call.arg(retire).arg(&*hold.value);
+        call.arg(GrantArgs {
+            claim_ms: server_ms(self.eviction),
+            prefix: &self.channels.prefix(id),
+        });
         let answer = self.invoke(slot_hint(id), &call).await?;
+        if answer == Value::Int(MADE_A_HASH) {
+            return self.release_hash(id, owner, Some(hold.token)).await;
+        }
         self.released(id, answer).await
+    }
+}
+
+/// The claim lease (ms) and the inbox channel prefix of a release's grant, written as one
+/// argument (`<ms> <prefix>`): only a release that finds waiters reads them, and each argument
+/// costs Redis time on every call.
+struct GrantArgs<'a> {
+    claim_ms: u64,
+    prefix: &'a str,
+}
+
+impl ToRedisArgs for GrantArgs<'_> {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        let mut digits = [0u8; 20];
+        let mut arg = out.writer_for_next_arg();
+        // the writer is the command's buffer, which takes every byte
+        for part in [
+            decimal(self.claim_ms, &mut digits),
+            b" ",
+            self.prefix.as_bytes(),
+        ] {
+            let _ = arg.write_all(part);
+        }
     }
 }
