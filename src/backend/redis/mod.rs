@@ -27,7 +27,9 @@ mod shared;
 #[cfg(feature = "cluster")]
 mod slots;
 
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use redis::FromRedisValue;
@@ -213,12 +215,21 @@ impl RedisBackend {
             || -> BoxError { format!("Redis did not answer within {:?}", self.timeout).into() };
         // Getting a connection is bounded by the command timeout too (a user's bb8 pool may wait
         // 30 s for one by default; ours opens one within it). It has a timeout of its own: a fresh
-        // connection loads the scripts first, which must not eat into the command's time.
-        let (mut conn, broken) = tokio::time::timeout(self.timeout, self.pool.conn(hint))
-            .await
-            .map_err(|_| -> BoxError {
-                format!("no Redis connection within {:?}", self.timeout).into()
-            })??;
+        // connection loads the scripts first, which must not eat into the command's time. The
+        // usual connection, open already, is there at the first poll, with no timer.
+        let conn = self.pool.conn(hint);
+        tokio::pin!(conn);
+        let first = std::future::poll_fn(|cx| Poll::Ready(conn.as_mut().poll(cx))).await;
+        let (mut conn, broken) = match first {
+            Poll::Ready(found) => found?,
+            Poll::Pending => {
+                tokio::time::timeout(self.timeout, conn)
+                    .await
+                    .map_err(|_| -> BoxError {
+                        format!("no Redis connection within {:?}", self.timeout).into()
+                    })??
+            }
+        };
         let reply = call.run::<T>(&mut conn);
         tokio::pin!(reply);
         let outcome = match tokio::time::timeout(self.timeout, &mut reply).await {
