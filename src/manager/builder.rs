@@ -128,7 +128,7 @@ impl LockManagerBuilder {
     }
 
     /// Connections in the command pool (default 1); each is named `tower-lock:<manager id>` in
-    /// `CLIENT LIST`, like the inbox (see [`LockManager::id`]). One multiplexed connection carries every
+    /// `CLIENT LIST`, like the inbox (see [`LockManager::id`]). One connection carries every
     /// command of the process in flight at once, pipelined. The more commands share a connection,
     /// the fewer reads and writes Redis and this process make for them, so one connection is
     /// usually fastest (BENCHMARKS.md, "Many keys"). More connections spread the work of reading

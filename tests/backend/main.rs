@@ -1,6 +1,6 @@
 //! The lock manager's backends, one area per module: the lock contract and fair locks on memory
-//! and on a real redis-server, and what only Redis has (batched commands, wake-ups, lease
-//! deadlines, a user's pool, real faults, TLS).
+//! and on a real redis-server, and what only Redis has (batched commands, the command
+//! connection, wake-ups, lease deadlines, a user's pool, real faults, TLS).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -14,6 +14,7 @@ mod fair;
 mod fair_liveness;
 mod hand_over;
 mod lease_deadlines;
+mod link;
 mod names;
 mod plain;
 mod redis_faults;

@@ -18,9 +18,11 @@ use std::task::Poll;
 
 use futures_util::future::BoxFuture;
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::aio::ConnectionLike;
 use redis::{Cmd, RedisError, RedisResult, Value};
 use tokio::sync::{oneshot, Notify};
+
+use super::command_conn::CommandConn;
 
 type Reply = oneshot::Sender<RedisResult<Value>>;
 
@@ -32,7 +34,7 @@ struct NextBatch {
 
 /// Where callers leave commands for one connection.
 pub(crate) struct CommandBatcher {
-    conn: MultiplexedConnection,
+    conn: CommandConn,
     waiting: Arc<NextBatch>,
     /// Commands sent and not answered yet.
     unanswered: Arc<AtomicUsize>,
@@ -49,7 +51,7 @@ impl Drop for CommandBatcher {
 
 impl CommandBatcher {
     /// An batcher for `conn`, and its sender task (spawned on the current runtime).
-    pub(crate) fn new(conn: MultiplexedConnection) -> Self {
+    pub(crate) fn new(conn: CommandConn) -> Self {
         let waiting = Arc::new(NextBatch::default());
         let unanswered = Arc::new(AtomicUsize::new(0));
         let wake = Arc::new(Notify::new());
@@ -68,7 +70,7 @@ impl CommandBatcher {
     }
 
     /// The connection itself, for what does not go through the batcher (loading a script).
-    pub(crate) fn connection(&self) -> MultiplexedConnection {
+    pub(crate) fn connection(&self) -> CommandConn {
         self.conn.clone()
     }
 
@@ -90,7 +92,7 @@ impl CommandBatcher {
         let Some((first, answer)) = queued else {
             self.unanswered.fetch_add(1, Ordering::Relaxed);
             let _answered = Answered(self.unanswered.clone(), 1);
-            return self.conn.clone().req_packed_command(cmd).await;
+            return self.conn.query(cmd).await;
         };
         if first {
             self.wake.notify_one();
@@ -116,7 +118,7 @@ const BUSY: usize = 16;
 
 /// The sender: take what waits, send it as one batch, and go on while its replies are out.
 async fn send_batches(
-    conn: MultiplexedConnection,
+    conn: CommandConn,
     waiting: Weak<NextBatch>,
     unanswered: Arc<AtomicUsize>,
     wake: Arc<Notify>,
@@ -152,11 +154,7 @@ async fn send_batches(
 
 /// Send `batch` and hand each caller its reply. Once every caller has stopped waiting (a server
 /// that froze), the batch lets go of the connection instead of waiting on.
-async fn send_batch(
-    mut conn: MultiplexedConnection,
-    batch: Vec<(Cmd, Reply)>,
-    unanswered: Arc<AtomicUsize>,
-) {
+async fn send_batch(mut conn: CommandConn, batch: Vec<(Cmd, Reply)>, unanswered: Arc<AtomicUsize>) {
     let count = batch.len();
     let _answered = Answered(unanswered, count);
     let mut pipe = redis::Pipeline::with_capacity(batch.len());
@@ -194,7 +192,7 @@ async fn send_batch(
 }
 
 /// One command alone, several as a pipeline: their answers in order.
-async fn send(conn: &mut MultiplexedConnection, pipe: &redis::Pipeline) -> RedisResult<Vec<Value>> {
+async fn send(conn: &mut CommandConn, pipe: &redis::Pipeline) -> RedisResult<Vec<Value>> {
     match pipe.cmd_iter().next() {
         Some(cmd) if pipe.len() == 1 => conn.req_packed_command(cmd).await.map(|value| vec![value]),
         _ => conn.req_packed_commands(pipe, 0, pipe.len()).await,

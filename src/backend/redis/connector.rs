@@ -5,32 +5,29 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{AsyncConnectionConfig, Client, RedisError};
+use redis::RedisError;
 
 use super::locator::Locator;
 
 use super::batcher::CommandBatcher;
+use super::command_conn::CommandConn;
 
 /// Opens the pool's connections with our timeouts and our name.
 #[derive(Debug, Clone)]
 pub(crate) struct Connector {
     /// Where each connection goes (asked again for every connection).
     server: Locator,
-    config: AsyncConnectionConfig,
+    /// Bounds opening a connection.
+    timeout: Duration,
     /// `CLIENT SETNAME` of every connection.
     name: String,
 }
 
 impl Connector {
     pub(crate) fn new(server: Locator, timeout: Duration, name: String) -> Self {
-        // No response timeout here: the backend bounds every command itself, and a second timer
-        // per command would cost a wake-up of the runtime's timer driver.
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(None);
         Connector {
             server,
-            config,
+            timeout,
             name,
         }
     }
@@ -51,10 +48,7 @@ impl std::fmt::Debug for Tracked {
 impl Connector {
     /// Open a connection, name it, and load every script on it.
     async fn open(&self) -> Result<Tracked, RedisError> {
-        let client = Client::open(self.server.current().await?)?;
-        let mut conn = client
-            .get_multiplexed_async_connection_with_config(&self.config)
-            .await?;
+        let mut conn = CommandConn::open(self.server.current().await?, self.timeout).await?;
         // Load every script in one round trip: a fresh connection often means a fresh server (a
         // restart empties the script cache), and NOSCRIPT would cost each script's first call two
         // more round trips.

@@ -10,12 +10,14 @@ mod channels;
 mod cluster;
 #[cfg(feature = "cluster")]
 mod cluster_inbox;
+mod command_conn;
 mod connect;
 mod connector;
 mod endpoint;
 mod fair;
 mod handover;
 mod inbox;
+mod link;
 mod locator;
 mod names;
 mod plain;

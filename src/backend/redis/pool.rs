@@ -1,14 +1,14 @@
-//! The command pool: a bb8 pool of a few multiplexed connections. Each slot (one by default)
-//! keeps one connection checked out, with a batcher that batches its commands when it is busy; a
-//! command picks its slot by lock, so any number of commands share the connections in flight
-//! (pipelined), commands on one lock stay on one connection, and the hot path takes no checkout
-//! (no PING, no timer). A connection that failed is marked broken: the next command on its slot
-//! gives it back (bb8 then drops it) and checks out another. bb8 opens connections in a task of
-//! its own and gives a failure to its error sink, not to the caller, who would wait out the whole
-//! connection timeout and learn nothing; so when the pool must open a connection, the call opens
-//! it (a refusal is its error, at once) and adds it to the pool. A pool of the user's (bb8-redis)
-//! is driven the same way (a call it keeps waiting while it has room opens a connection itself),
-//! and otherwise used as its owner configured it.
+//! The command pool: a bb8 pool of a few connections (`command_conn.rs`). Each slot (one by
+//! default) keeps one connection checked out, with a batcher that batches its commands when it is
+//! busy; a command picks its slot by lock, so any number of commands share the connections in
+//! flight (pipelined), commands on one lock stay on one connection, and the hot path takes no
+//! checkout (no PING, no timer). A connection that failed is marked broken: the next command on its
+//! slot gives it back (bb8 then drops it) and checks out another. bb8 opens connections in a task
+//! of its own and gives a failure to its error sink, not to the caller, who would wait out the
+//! whole connection timeout and learn nothing; so when the pool must open a connection, the call
+//! opens it (a refusal is its error, at once) and adds it to the pool. A pool of the user's
+//! (bb8-redis) is driven the same way (a call it keeps waiting while it has room opens a connection
+//! itself), and otherwise used as its owner configured it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -78,26 +78,25 @@ impl Channel {
         &mut self,
         pipe: &redis::Pipeline,
     ) -> redis::RedisResult<T> {
-        let mut conn = match self {
-            Channel::Batched(batcher) => batcher.connection(),
-            Channel::Direct(conn) => conn.clone(),
+        match self {
+            Channel::Batched(batcher) => pipe.query_async(&mut batcher.connection()).await,
+            Channel::Direct(conn) => pipe.query_async(conn).await,
             // the plain path is not taken on a cluster
             #[cfg(feature = "cluster")]
-            Channel::Cluster(conn) => return pipe.query_async(conn).await,
-        };
-        pipe.query_async(&mut conn).await
+            Channel::Cluster(conn) => pipe.query_async(conn).await,
+        }
     }
 
     /// Load `script` into the server (it lost it: restarted, or its script cache was flushed).
     pub(crate) async fn load(&mut self, script: &redis::Script) -> redis::RedisResult<()> {
-        let mut conn = match self {
-            Channel::Batched(batcher) => batcher.connection(),
-            Channel::Direct(conn) => conn.clone(),
+        match self {
+            Channel::Batched(batcher) => script.load_async(&mut batcher.connection()).await,
+            Channel::Direct(conn) => script.load_async(conn).await,
             // loaded on every node (redis-rs sends SCRIPT LOAD to all of them)
             #[cfg(feature = "cluster")]
-            Channel::Cluster(conn) => return script.load_async(conn).await.map(drop),
-        };
-        script.load_async(&mut conn).await.map(drop)
+            Channel::Cluster(conn) => script.load_async(conn).await,
+        }
+        .map(drop)
     }
 }
 

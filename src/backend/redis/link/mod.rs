@@ -1,0 +1,285 @@
+//! A lean command connection to one Redis server over TCP. A caller writes its command into the
+//! socket itself (no hop to another task), and one reader task reads the answers and hands each to
+//! the caller that waits for it, in the order the commands went. It speaks RESP2 and reads only
+//! the short values a lock's commands answer (`resp.rs`).
+//!
+//! redis-rs's multiplexed connection sends every command through its driver task and reads every
+//! answer with a general parser: on the uncontended cycle, whose four plain-path commands answer
+//! four values, that task cost the client about as much as all of rslock's cycle beside it
+//! (BENCHMARKS.md, "The command link"). TLS and Unix sockets keep redis-rs's connection
+//! (`conn.rs`).
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::{Cmd, Pipeline, RedisConnectionInfo, RedisError, RedisResult, Value};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, Notify};
+
+mod reader;
+mod resp;
+
+/// A handle to one connection; clones share it. The connection closes when the last one drops.
+#[derive(Clone)]
+pub(crate) struct Link(Arc<Handle>);
+
+/// What callers and the reader task share.
+struct Shared {
+    writer: OwnedWriteHalf,
+    /// The database `SELECT`ed when the link opened.
+    db: i64,
+    outbox: Mutex<Outbox>,
+    /// Wakes the reader: bytes wait to be written, the link failed, or every handle is gone.
+    wake: Notify,
+}
+
+/// What waits to go out, and who waits for answers.
+#[derive(Default)]
+struct Outbox {
+    /// Bytes the socket did not take yet: the reader writes them once it can.
+    unsent: Vec<u8>,
+    /// Callers whose commands went (or wait in `unsent`), in order, whose answers the reader has
+    /// not yet taken up.
+    waiting: VecDeque<Waiter>,
+    /// Why the link failed: every later command fails at once with it.
+    failed: Option<Failure>,
+    /// Every handle is gone.
+    closed: bool,
+}
+
+/// Why a link stopped, as the I/O error every command on it then fails with.
+#[derive(Clone, Debug)]
+struct Failure(io::ErrorKind, String);
+
+impl Failure {
+    fn error(&self) -> RedisError {
+        RedisError::from(io::Error::new(self.0, self.1.clone()))
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(err: io::Error) -> Self {
+        Failure(err.kind(), err.to_string())
+    }
+}
+
+/// One caller's command (or pipeline): the answers to skip, then those it waits for.
+struct Waiter {
+    skip: usize,
+    count: usize,
+    values: Vec<Value>,
+    reply: Reply,
+}
+
+enum Reply {
+    One(oneshot::Sender<RedisResult<Value>>),
+    Many(oneshot::Sender<RedisResult<Vec<Value>>>),
+}
+
+impl Waiter {
+    /// Take the next answer; true when it was the last this waiter waits for, and it is sent.
+    fn take(&mut self, value: Value) -> bool {
+        if self.skip > 0 {
+            self.skip -= 1;
+            return false;
+        }
+        self.values.push(value);
+        self.values.len() == self.count
+    }
+
+    /// Hand the caller what it waited for (nothing to do if it stopped waiting).
+    fn answer(mut self) {
+        // a caller that stopped waiting has dropped its end: the answer has nowhere to go
+        match self.reply {
+            Reply::One(reply) => drop(reply.send(self.values.pop().ok_or_else(no_answer))),
+            Reply::Many(reply) => drop(reply.send(Ok(self.values))),
+        }
+    }
+
+    fn fail(self, failure: &Failure) {
+        match self.reply {
+            Reply::One(reply) => drop(reply.send(Err(failure.error()))),
+            Reply::Many(reply) => drop(reply.send(Err(failure.error()))),
+        }
+    }
+}
+
+fn no_answer() -> RedisError {
+    io::Error::other("the connection gave no answer").into()
+}
+
+/// Owns the connection: when the last handle drops, the reader closes it.
+struct Handle(Arc<Shared>);
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        lock(&self.0.outbox).closed = true;
+        self.0.wake.notify_one();
+    }
+}
+
+fn lock(outbox: &Mutex<Outbox>) -> std::sync::MutexGuard<'_, Outbox> {
+    outbox.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Link {
+    /// Connect to `host:port`, then log in and select the database as `settings` say, all within
+    /// `timeout`.
+    pub(crate) async fn open(
+        host: &str,
+        port: u16,
+        settings: &RedisConnectionInfo,
+        timeout: Duration,
+    ) -> RedisResult<Link> {
+        let connecting = async {
+            let stream = TcpStream::connect((host, port)).await?;
+            // a lock's commands are small and each waits for its answer: none may wait for more
+            stream.set_nodelay(true)?;
+            let link = Link::over(stream, settings.db());
+            link.log_in(settings).await?;
+            Ok(link)
+        };
+        match tokio::time::timeout(timeout, connecting).await {
+            Ok(opened) => opened,
+            Err(_) => {
+                Err(io::Error::new(io::ErrorKind::TimedOut, "connecting to Redis timed out").into())
+            }
+        }
+    }
+
+    /// A link over `stream` to database `db`, and its reader task.
+    fn over(stream: TcpStream, db: i64) -> Link {
+        let (read, writer) = stream.into_split();
+        let shared = Arc::new(Shared {
+            writer,
+            db,
+            outbox: Mutex::default(),
+            wake: Notify::new(),
+        });
+        tokio::spawn(reader::read_answers(shared.clone(), read));
+        Link(Arc::new(Handle(shared)))
+    }
+
+    /// `AUTH` and `SELECT`, as `settings` say (nothing for the default user and database).
+    async fn log_in(&self, settings: &RedisConnectionInfo) -> RedisResult<()> {
+        let mut commands = redis::pipe();
+        if let Some(password) = settings.password() {
+            let auth = commands.cmd("AUTH");
+            if let Some(user) = settings.username() {
+                auth.arg(user);
+            }
+            auth.arg(password).ignore();
+        }
+        if settings.db() != 0 {
+            commands.cmd("SELECT").arg(settings.db()).ignore();
+        }
+        if commands.is_empty() {
+            return Ok(());
+        }
+        commands.query_async(&mut self.clone()).await
+    }
+
+    /// Send `cmd` and wait for its answer (a server's error answer is a value).
+    pub(crate) async fn query(&self, cmd: &Cmd) -> RedisResult<Value> {
+        let (reply, answer) = oneshot::channel();
+        let waiter = Waiter {
+            skip: 0,
+            count: 1,
+            values: Vec::new(),
+            reply: Reply::One(reply),
+        };
+        self.send(|out| cmd.write_packed_command(out), waiter)?;
+        answer.await.unwrap_or_else(|_| Err(stopped()))
+    }
+
+    /// Send the commands of `pipeline` in one write; skip `offset` answers and return the `count`
+    /// after them.
+    pub(crate) async fn query_pipeline(
+        &self,
+        pipeline: &Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        if offset + count == 0 {
+            return Ok(Vec::new());
+        }
+        let (reply, answer) = oneshot::channel();
+        let waiter = Waiter {
+            skip: offset,
+            count,
+            values: Vec::with_capacity(count),
+            reply: Reply::Many(reply),
+        };
+        self.send(|out| write_pipeline(pipeline, out), waiter)?;
+        answer.await.unwrap_or_else(|_| Err(stopped()))
+    }
+
+    /// Write a command into the socket (what it does not take waits in the outbox for the
+    /// reader), with `waiter` queued for its answers first. Fails at once on a failed link.
+    fn send(&self, write: impl FnOnce(&mut Vec<u8>), waiter: Waiter) -> RedisResult<()> {
+        let shared = &self.0 .0;
+        let mut outbox = lock(&shared.outbox);
+        if let Some(failure) = &outbox.failed {
+            return Err(failure.error());
+        }
+        outbox.waiting.push_back(waiter);
+        let flushed = outbox.unsent.is_empty();
+        write(&mut outbox.unsent);
+        if !flushed {
+            // the reader writes it after the bytes ahead of it, and knows they wait
+            return Ok(());
+        }
+        match shared.writer.try_write(&outbox.unsent) {
+            Ok(all) if all == outbox.unsent.len() => {
+                outbox.unsent.clear();
+                return Ok(());
+            }
+            Ok(part) => drop(outbox.unsent.drain(..part)),
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+            // the reader fails every waiter, this one included
+            Err(err) => outbox.failed = Some(err.into()),
+        }
+        drop(outbox);
+        shared.wake.notify_one();
+        Ok(())
+    }
+}
+
+/// The commands of `pipeline`, in a transaction if it is one.
+fn write_pipeline(pipeline: &Pipeline, out: &mut Vec<u8>) {
+    if pipeline.is_transaction() {
+        redis::cmd("MULTI").write_packed_command(out);
+    }
+    for cmd in pipeline.cmd_iter() {
+        cmd.write_packed_command(out);
+    }
+    if pipeline.is_transaction() {
+        redis::cmd("EXEC").write_packed_command(out);
+    }
+}
+
+fn stopped() -> RedisError {
+    io::Error::new(io::ErrorKind::BrokenPipe, "the connection's reader stopped").into()
+}
+
+impl redis::aio::ConnectionLike for Link {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> redis::RedisFuture<'a, Value> {
+        Box::pin(self.query(cmd))
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<Value>> {
+        Box::pin(self.query_pipeline(pipeline, offset, count))
+    }
+
+    fn get_db(&self) -> i64 {
+        self.0 .0.db
+    }
+}

@@ -1,0 +1,125 @@
+//! A link's reader task: it reads the answers and hands each to its caller, writes what the socket
+//! did not take at once, and fails every caller still waiting when the connection fails or closes.
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::Arc;
+
+use redis::Value;
+use tokio::io::AsyncReadExt;
+use tokio::net::tcp::OwnedReadHalf;
+
+use super::{lock, resp, Failure, Shared, Waiter};
+
+/// Room made in the read buffer before each read: a lock's answers are short.
+const CHUNK: usize = 8 * 1024;
+
+/// Run the link over `read` until it fails or its last handle drops.
+pub(super) async fn read_answers(shared: Arc<Shared>, mut read: OwnedReadHalf) {
+    // callers whose answers are being read, taken from the outbox when the last one is answered
+    let mut reading = VecDeque::new();
+    let why = match run(&shared, &mut read, &mut reading).await {
+        Ok(()) => Failure(
+            io::ErrorKind::BrokenPipe,
+            "the connection was closed".into(),
+        ),
+        Err(failure) => failure,
+    };
+    let (waiting, why) = {
+        let mut outbox = lock(&shared.outbox);
+        let why = outbox.failed.get_or_insert(why).clone();
+        outbox.unsent = Vec::new();
+        (std::mem::take(&mut outbox.waiting), why)
+    };
+    for waiter in reading.into_iter().chain(waiting) {
+        waiter.fail(&why);
+    }
+}
+
+async fn run(
+    shared: &Shared,
+    read: &mut OwnedReadHalf,
+    reading: &mut VecDeque<Waiter>,
+) -> Result<(), Failure> {
+    let mut answers = Vec::with_capacity(CHUNK);
+    loop {
+        let unsent = {
+            let outbox = lock(&shared.outbox);
+            if let Some(failure) = &outbox.failed {
+                return Err(failure.clone());
+            }
+            if outbox.closed {
+                return Ok(());
+            }
+            !outbox.unsent.is_empty()
+        };
+        answers.reserve(CHUNK);
+        tokio::select! {
+            biased;
+            got = read.read_buf(&mut answers) => {
+                if got? == 0 {
+                    let why = "Redis closed the connection".into();
+                    return Err(Failure(io::ErrorKind::UnexpectedEof, why));
+                }
+                take_answers(shared, &mut answers, reading)?;
+            }
+            writable = shared.writer.writable(), if unsent => {
+                writable?;
+                write_unsent(shared)?;
+            }
+            () = shared.wake.notified() => {}
+        }
+    }
+}
+
+/// Hand out every whole answer in `answers`, and keep the part of one that is still coming.
+fn take_answers(
+    shared: &Shared,
+    answers: &mut Vec<u8>,
+    reading: &mut VecDeque<Waiter>,
+) -> Result<(), Failure> {
+    let mut used = 0;
+    loop {
+        let next = resp::read_value(&answers[used..])
+            .map_err(|garbled| Failure(io::ErrorKind::InvalidData, garbled.0))?;
+        let Some((value, size)) = next else {
+            break;
+        };
+        used += size;
+        hand_out(shared, reading, value)?;
+    }
+    answers.drain(..used);
+    Ok(())
+}
+
+/// Give `value` to the caller whose answer comes next.
+fn hand_out(shared: &Shared, reading: &mut VecDeque<Waiter>, value: Value) -> Result<(), Failure> {
+    if reading.is_empty() {
+        // the outbox keeps the empty queue's room
+        std::mem::swap(reading, &mut lock(&shared.outbox).waiting);
+    }
+    let Some(waiter) = reading.front_mut() else {
+        let why = "Redis answered a command that was not sent";
+        return Err(Failure(io::ErrorKind::InvalidData, why.into()));
+    };
+    if waiter.take(value) {
+        if let Some(answered) = reading.pop_front() {
+            answered.answer();
+        }
+    }
+    Ok(())
+}
+
+/// Write what waits in the outbox, as far as the socket takes it.
+fn write_unsent(shared: &Shared) -> Result<(), Failure> {
+    let mut outbox = lock(&shared.outbox);
+    while !outbox.unsent.is_empty() {
+        match shared.writer.try_write(&outbox.unsent) {
+            Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero).into()),
+            Ok(written) => drop(outbox.unsent.drain(..written)),
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(())
+}
