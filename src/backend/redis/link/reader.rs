@@ -14,6 +14,10 @@ use super::{lock, resp, Failure, Shared, Waiter};
 /// Room made in the read buffer before each read: a lock's answers are short.
 const CHUNK: usize = 8 * 1024;
 
+/// The most room the outbox keeps once it is written out: commands that piled up behind a frozen
+/// server (megabytes) do not stay allocated for the life of the connection.
+const KEPT_ROOM: usize = 64 * 1024;
+
 /// Run the link over `read` until it fails or its last handle drops.
 pub(super) async fn read_answers(shared: Arc<Shared>, mut read: OwnedReadHalf) {
     // callers whose answers are being read, taken from the outbox when the last one is answered
@@ -58,8 +62,9 @@ async fn run(
             biased;
             got = read.read_buf(&mut answers) => {
                 if got? == 0 {
-                    let why = "Redis closed the connection".into();
-                    return Err(Failure(io::ErrorKind::UnexpectedEof, why));
+                    // the words a write on the closed connection would have got (EPIPE)
+                    let why = "Redis closed the connection (broken pipe)".into();
+                    return Err(Failure(io::ErrorKind::BrokenPipe, why));
                 }
                 take_answers(shared, &mut answers, reading)?;
             }
@@ -120,6 +125,9 @@ fn write_unsent(shared: &Shared) -> Result<(), Failure> {
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
             Err(err) => return Err(err.into()),
         }
+    }
+    if outbox.unsent.is_empty() && outbox.unsent.capacity() > KEPT_ROOM {
+        outbox.unsent = Vec::new();
     }
     Ok(())
 }
