@@ -11,6 +11,7 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,6 +22,7 @@ use tokio::sync::{oneshot, Notify};
 
 mod reader;
 mod resp;
+mod writer;
 
 /// A handle to one connection; clones share it. The connection closes when the last one drops.
 #[derive(Clone)]
@@ -31,6 +33,8 @@ struct Shared {
     writer: OwnedWriteHalf,
     /// The database `SELECT`ed when the link opened.
     db: i64,
+    /// Commands sent whose callers have not had all their answers.
+    unanswered: AtomicUsize,
     outbox: Mutex<Outbox>,
     /// Wakes the reader: bytes wait to be written, the link failed, or every handle is gone.
     wake: Notify,
@@ -39,8 +43,11 @@ struct Shared {
 /// What waits to go out, and who waits for answers.
 #[derive(Default)]
 struct Outbox {
-    /// Bytes the socket did not take yet: the reader writes them once it can.
+    /// Bytes not written yet: the writer's next round writes them, or, when the socket is full,
+    /// the reader once it takes more.
     unsent: Vec<u8>,
+    /// A caller or the reader is writing (`writer.rs`).
+    writing: bool,
     /// Callers whose commands went (or wait in `unsent`), in order, whose answers the reader has
     /// not yet taken up.
     waiting: VecDeque<Waiter>,
@@ -156,6 +163,7 @@ impl Link {
         let shared = Arc::new(Shared {
             writer,
             db,
+            unanswered: AtomicUsize::new(0),
             outbox: Mutex::default(),
             wake: Notify::new(),
         });
@@ -217,8 +225,13 @@ impl Link {
         answer.await.unwrap_or_else(|_| Err(stopped()))
     }
 
-    /// Write a command into the socket (what it does not take waits in the outbox for the
-    /// reader), with `waiter` queued for its answers first. Fails at once on a failed link.
+    /// Queue `waiter` and write its command: at once on an idle link; else the writer of the
+    /// moment or the reader task writes it, with the commands that come meanwhile. Fails at once
+    /// on a failed link.
+    ///
+    /// A lone command goes out without a hop to another task. On a busy link a system call per
+    /// command would cost more than the hop: the reader task writes whatever came by the time it
+    /// runs, in one call.
     fn send(&self, write: impl FnOnce(&mut Vec<u8>), waiter: Waiter) -> RedisResult<()> {
         let shared = &self.0 .0;
         let mut outbox = lock(&shared.outbox);
@@ -226,24 +239,19 @@ impl Link {
             return Err(failure.error());
         }
         outbox.waiting.push_back(waiter);
-        let flushed = outbox.unsent.is_empty();
+        let busy = shared.unanswered.fetch_add(1, Ordering::Relaxed) > 0;
+        let bytes_wait = !outbox.unsent.is_empty();
         write(&mut outbox.unsent);
-        if !flushed {
-            // the reader writes it after the bytes ahead of it, and knows they wait
+        if outbox.writing || bytes_wait {
+            // written after the bytes ahead of it, by whoever writes those
             return Ok(());
         }
-        match shared.writer.try_write(&outbox.unsent) {
-            Ok(all) if all == outbox.unsent.len() => {
-                outbox.unsent.clear();
-                return Ok(());
-            }
-            Ok(part) => drop(outbox.unsent.drain(..part)),
-            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
-            // the reader fails every waiter, this one included
-            Err(err) => outbox.failed = Some(err.into()),
+        if busy {
+            drop(outbox);
+            shared.wake.notify_one();
+        } else if !writer::write_out(shared, outbox) {
+            shared.wake.notify_one();
         }
-        drop(outbox);
-        shared.wake.notify_one();
         Ok(())
     }
 }

@@ -3,20 +3,17 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use redis::Value;
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::OwnedReadHalf;
 
-use super::{lock, resp, Failure, Shared, Waiter};
+use super::{lock, resp, writer, Failure, Shared, Waiter};
 
 /// Room made in the read buffer before each read: a lock's answers are short.
 const CHUNK: usize = 8 * 1024;
-
-/// The most room the outbox keeps once it is written out: commands that piled up behind a frozen
-/// server (megabytes) do not stay allocated for the life of the connection.
-const KEPT_ROOM: usize = 64 * 1024;
 
 /// Run the link over `read` until it fails or its last handle drops.
 pub(super) async fn read_answers(shared: Arc<Shared>, mut read: OwnedReadHalf) {
@@ -55,7 +52,8 @@ async fn run(
             if outbox.closed {
                 return Ok(());
             }
-            !outbox.unsent.is_empty()
+            // bytes the socket did not take, which no caller is writing
+            !outbox.unsent.is_empty() && !outbox.writing
         };
         answers.reserve(CHUNK);
         tokio::select! {
@@ -70,7 +68,10 @@ async fn run(
             }
             writable = shared.writer.writable(), if unsent => {
                 writable?;
-                write_unsent(shared)?;
+                let outbox = lock(&shared.outbox);
+                if !outbox.writing && !outbox.unsent.is_empty() {
+                    writer::write_out(shared, outbox);
+                }
             }
             () = shared.wake.notified() => {}
         }
@@ -110,24 +111,8 @@ fn hand_out(shared: &Shared, reading: &mut VecDeque<Waiter>, value: Value) -> Re
     if waiter.take(value) {
         if let Some(answered) = reading.pop_front() {
             answered.answer();
+            shared.unanswered.fetch_sub(1, Ordering::Relaxed);
         }
-    }
-    Ok(())
-}
-
-/// Write what waits in the outbox, as far as the socket takes it.
-fn write_unsent(shared: &Shared) -> Result<(), Failure> {
-    let mut outbox = lock(&shared.outbox);
-    while !outbox.unsent.is_empty() {
-        match shared.writer.try_write(&outbox.unsent) {
-            Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero).into()),
-            Ok(written) => drop(outbox.unsent.drain(..written)),
-            Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
-            Err(err) => return Err(err.into()),
-        }
-    }
-    if outbox.unsent.is_empty() && outbox.unsent.capacity() > KEPT_ROOM {
-        outbox.unsent = Vec::new();
     }
     Ok(())
 }
