@@ -1,13 +1,14 @@
-//! A lean command connection to one Redis server over TCP. A caller writes its command into the
-//! socket itself (no hop to another task), and one reader task reads the answers and hands each to
-//! the caller that waits for it, in the order the commands went. It speaks RESP2 and reads only
-//! the short values a lock's commands answer (`resp.rs`).
+//! A lean command connection to one Redis server over TCP. On an idle connection a caller writes
+//! its command into the socket itself (no hop to another task); on a busy one the reader task
+//! writes what came meanwhile in one call (`writer.rs`). The reader reads the answers and hands
+//! each to the caller that waits for it, in the order the commands went. It speaks RESP2 and reads
+//! only the short values a lock's commands answer (`resp.rs`).
 //!
 //! redis-rs's multiplexed connection sends every command through its driver task and reads every
 //! answer with a general parser: on the uncontended cycle, whose four plain-path commands answer
-//! four values, that task cost the client about as much as all of rslock's cycle beside it
+//! four values, that task cost the client about twice rslock's whole connection work
 //! (BENCHMARKS.md, "The command link"). TLS and Unix sockets keep redis-rs's connection
-//! (`conn.rs`).
+//! (`command_conn.rs`).
 
 use std::collections::VecDeque;
 use std::io;
