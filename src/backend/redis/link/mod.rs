@@ -88,7 +88,7 @@ enum Reply {
 }
 
 impl Waiter {
-    /// Take the next answer; true when it was the last this waiter waits for, and it is sent.
+    /// Take the next answer: true when it was the last this waiter waits for.
     fn take(&mut self, value: Value) -> bool {
         if self.skip > 0 {
             self.skip -= 1;
