@@ -201,6 +201,40 @@ async fn a_frozen_master_does_not_hold_acquisitions_up() {
     drop(g);
 }
 
+/// A master that answers an acquisition after its hold was released must not keep the lock from
+/// the next holder: the release's drop goes to it behind the acquisition. Otherwise, with another
+/// master frozen, the next acquisition finds one master won and one busy, and waits out the frozen
+/// one's node timeout (and a pause after it) before it tries again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_grant_of_a_released_hold_does_not_hold_the_next_one_up() {
+    let masters = Masters::start(3);
+    let lease = Duration::from_millis(500);
+    let m = masters.manager(lease).await;
+    // every connection open, so that only the late answer is slow
+    let warm = m.acquire("warm", &LockOptions::exclusive()).await.unwrap();
+    warm.release().await.unwrap();
+    masters.servers[1].stop_process();
+    // masters 0 and 2 decide; master 1 runs the acquisition when it wakes, after the release
+    let g = m.acquire("ice", &LockOptions::exclusive()).await.unwrap();
+    g.release().await.unwrap();
+    masters.servers[2].stop_process();
+    let started = Instant::now();
+    let acquiring = tokio::spawn({
+        let m = m.clone();
+        async move { m.acquire("ice", &LockOptions::exclusive()).await.map(drop) }
+    });
+    // the acquisition waits on master 1 behind the first one
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    masters.servers[1].continue_process();
+    acquiring.await.unwrap().expect("acquire");
+    let took = started.elapsed();
+    masters.servers[2].continue_process();
+    assert!(
+        took < NODE_TIMEOUT,
+        "the acquisition took {took:?}: the late grant on master 1 kept the lock"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quorum_reached_after_the_lease_is_undone_everywhere() {
     let masters = Masters::start(3);

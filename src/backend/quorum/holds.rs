@@ -177,16 +177,24 @@ impl QuorumHolds {
 
     /// One hold under `token` is released: what to drop on each master. `None` when the owner's
     /// hold is not that one any more (lost, and taken anew since): nothing of it is left to drop.
-    /// A master whose answer is still out gets nothing: its settling undoes what it took.
+    /// A master whose answer is still out gets nothing while the owner keeps the hold (its
+    /// settling records what it took); when the last hold goes, it is sent the drop by the
+    /// attempt, right behind that attempt on the lock's connection: a late grant left there until
+    /// its answer comes back would keep the lock from the next holder on that master, and then a
+    /// majority without it needs a master that may be frozen. Its settling still undoes what the
+    /// drop did not find.
     pub(super) fn release(&self, lock: &LockParty, token: u64) -> Option<Release> {
         let mut table = self.table();
         let hold = table.get_mut(lock).filter(|hold| hold.token == token)?;
+        hold.count = hold.count.saturating_sub(1);
+        let last = hold.count == 0;
         let on = hold
             .parts
             .iter()
             .map(|part| match part {
                 Part::Granted(token) => Some(Binding::Token(*token)),
                 Part::Failed => Some(Binding::Attempt(hold.attempt)),
+                Part::Pending if last => Some(Binding::Attempt(hold.attempt)),
                 Part::Pending | Part::Absent => None,
             })
             .collect();
@@ -194,8 +202,6 @@ impl QuorumHolds {
         for granted in &mut hold.granted {
             *granted = granted.saturating_sub(1);
         }
-        hold.count = hold.count.saturating_sub(1);
-        let last = hold.count == 0;
         if last {
             table.remove(lock);
         }
@@ -307,9 +313,9 @@ mod tests {
         let first = [(0, 10, false), (1, 30, false)];
         let parts = vec![Part::Granted(10), Part::Granted(30), Part::Pending];
         assert_eq!(holds.record(lock(), &first, parts, attempt(1)).0, 30);
-        // released while master 2's answer is out: nothing is sent there
+        // released while master 2's answer is out: the drop goes there by the attempt
         let release = holds.release(&lock(), 30).expect("the hold");
-        assert_eq!(release.on[2], None);
+        assert_eq!(release.on[2], Some(Binding::Attempt(1)));
         // the same owner takes the lock anew; the first attempt's late grant is not part of it
         let won = [(0, 40, false), (1, 45, false)];
         let parts = vec![Part::Granted(40), Part::Granted(45), Part::Absent];
