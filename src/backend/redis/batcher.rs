@@ -23,6 +23,7 @@ use redis::{Cmd, RedisError, RedisResult, Value};
 use tokio::sync::{oneshot, Notify};
 
 use super::command_conn::CommandConn;
+use super::packed::Packed;
 
 type Reply = oneshot::Sender<RedisResult<Value>>;
 
@@ -50,17 +51,20 @@ impl Drop for CommandBatcher {
 }
 
 impl CommandBatcher {
-    /// An batcher for `conn`, and its sender task (spawned on the current runtime).
+    /// A batcher for `conn`, and its sender task (spawned on the current runtime). A link batches
+    /// its commands itself (`link/writer.rs`): they go to it at once, and it needs no sender.
     pub(crate) fn new(conn: CommandConn) -> Self {
         let waiting = Arc::new(NextBatch::default());
         let unanswered = Arc::new(AtomicUsize::new(0));
         let wake = Arc::new(Notify::new());
-        tokio::spawn(send_batches(
-            conn.clone(),
-            Arc::downgrade(&waiting),
-            unanswered.clone(),
-            wake.clone(),
-        ));
+        if let CommandConn::Multiplexed(_) = conn {
+            tokio::spawn(send_batches(
+                conn.clone(),
+                Arc::downgrade(&waiting),
+                unanswered.clone(),
+                wake.clone(),
+            ));
+        }
         CommandBatcher {
             conn,
             waiting,
@@ -74,9 +78,31 @@ impl CommandBatcher {
         self.conn.clone()
     }
 
+    /// Send `packed`, one command, and wait for its reply.
+    pub(crate) async fn send_packed(&self, packed: &Packed) -> RedisResult<Value> {
+        match &self.conn {
+            CommandConn::Link(link) => link.query_packed(packed).await,
+            CommandConn::Multiplexed(_) => self.send(&packed.cmds()[0]).await,
+        }
+    }
+
+    /// Send the commands of `packed` in one write, and wait for their replies.
+    pub(crate) async fn send_packed_all(&self, packed: &Packed) -> RedisResult<Vec<Value>> {
+        match &self.conn {
+            CommandConn::Link(link) => link.query_packed_all(packed).await,
+            CommandConn::Multiplexed(conn) => {
+                let pipe = pipeline(packed);
+                conn.clone().req_packed_commands(&pipe, 0, pipe.len()).await
+            }
+        }
+    }
+
     /// Send `cmd` and wait for its reply: at once while the connection is not busy, else with the
-    /// next batch.
+    /// next batch (on a link, at once: it batches what comes while it is busy).
     pub(crate) async fn send(&self, cmd: &Cmd) -> RedisResult<Value> {
+        if let CommandConn::Link(link) = &self.conn {
+            return link.query(cmd).await;
+        }
         // None: nothing waits for the sender and little is out, so going through the sender would
         // only add a hop between tasks to this command's way: it goes at once.
         let queued = {
@@ -104,6 +130,15 @@ impl CommandBatcher {
             )))
         })
     }
+}
+
+/// The commands of `packed`, as a pipeline of redis-rs's.
+pub(crate) fn pipeline(packed: &Packed) -> redis::Pipeline {
+    let mut pipe = redis::Pipeline::with_capacity(packed.len());
+    for cmd in packed.cmds() {
+        pipe.add_command(cmd);
+    }
+    pipe
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

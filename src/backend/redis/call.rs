@@ -1,18 +1,16 @@
-//! One script call, written straight into its `EVALSHA` command. `redis::ScriptInvocation` keeps
-//! every key and argument in a buffer of its own and copies them all again into the command; this
-//! type sizes the command once and writes each key and argument into it directly (BENCHMARKS.md,
-//! "Many keys").
+//! One script call, written straight into its `EVALSHA` command as Redis reads it (`packed.rs`).
+//! `redis::ScriptInvocation` keeps every key and argument in a buffer of its own and copies them
+//! all again into the command (BENCHMARKS.md, "Many keys").
 
-use redis::{
-    Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, ToRedisArgs, Value,
-};
+use redis::{ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, ToRedisArgs, Value};
 
+use super::packed::Packed;
 use super::pool::Channel;
 
 /// An `EVALSHA` of one script: its keys first, then its arguments.
 pub(crate) struct ScriptCall {
     script: &'static Script,
-    cmd: Cmd,
+    cmd: Packed,
     /// Keys still to come.
     keys_left: usize,
 }
@@ -24,8 +22,8 @@ impl ScriptCall {
         // Room for the keys, as many arguments (a lock's are short: owner ids, numbers), and a few
         // more, so that building the command does not grow it again and again.
         let words = 3 + 2 * keys + 4;
-        let mut cmd = Cmd::with_capacity(words, 64 + 48 * words);
-        cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys);
+        let mut cmd = Packed::with_capacity(64 + 56 * words);
+        cmd.command("EVALSHA").arg(script.get_hash()).arg(keys);
         ScriptCall {
             script,
             cmd,
@@ -53,10 +51,16 @@ impl ScriptCall {
     pub(crate) async fn invoke<T: FromRedisValue>(&self, conn: &mut Channel) -> RedisResult<T> {
         debug_assert_eq!(self.keys_left, 0, "fewer keys than declared");
         // a server's error answer becomes an error, as `Cmd::query_async` makes it
-        let answer = match conn.query(&self.cmd).await.and_then(Value::extract_error) {
+        let answer = match conn
+            .query_packed(&self.cmd)
+            .await
+            .and_then(Value::extract_error)
+        {
             Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 conn.load(self.script).await?;
-                conn.query(&self.cmd).await.and_then(Value::extract_error)
+                conn.query_packed(&self.cmd)
+                    .await
+                    .and_then(Value::extract_error)
             }
             answer => answer,
         }?;

@@ -20,6 +20,7 @@ mod inbox;
 mod link;
 mod locator;
 mod names;
+mod packed;
 mod plain;
 mod pool;
 mod postman;

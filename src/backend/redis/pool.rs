@@ -19,6 +19,7 @@ use redis::RedisError;
 
 use super::batcher::CommandBatcher;
 pub(crate) use super::connector::Connector;
+use super::packed::Packed;
 use crate::error::BoxError;
 
 /// The pool type users may pass to [`crate::LockManagerBuilder::redis_pool`].
@@ -69,6 +70,33 @@ impl Channel {
             Channel::Direct(conn) => conn.req_packed_command(cmd).await,
             #[cfg(feature = "cluster")]
             Channel::Cluster(conn) => conn.req_packed_command(cmd).await,
+        }
+    }
+
+    /// Send `packed`, one command, and wait for its reply.
+    pub(crate) async fn query_packed(
+        &mut self,
+        packed: &Packed,
+    ) -> redis::RedisResult<redis::Value> {
+        match self {
+            Channel::Batched(batcher) => batcher.send_packed(packed).await,
+            _ => self.query(&packed.cmds()[0]).await,
+        }
+    }
+
+    /// Send the commands of `packed` in one write, and read their answers (a server's error
+    /// answer is a value).
+    pub(crate) async fn query_packed_all(
+        &mut self,
+        packed: &Packed,
+    ) -> redis::RedisResult<Vec<redis::Value>> {
+        use redis::aio::ConnectionLike;
+        let pipe = || super::batcher::pipeline(packed);
+        match self {
+            Channel::Batched(batcher) => batcher.send_packed_all(packed).await,
+            Channel::Direct(conn) => conn.req_packed_commands(&pipe(), 0, packed.len()).await,
+            #[cfg(feature = "cluster")]
+            Channel::Cluster(conn) => conn.req_packed_commands(&pipe(), 0, packed.len()).await,
         }
     }
 

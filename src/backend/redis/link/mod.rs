@@ -21,6 +21,8 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify};
 
+use super::packed::Packed;
+
 mod reader;
 mod resp;
 mod writer;
@@ -193,15 +195,20 @@ impl Link {
 
     /// Send `cmd` and wait for its answer (a server's error answer is a value).
     pub(crate) async fn query(&self, cmd: &Cmd) -> RedisResult<Value> {
-        let (reply, answer) = oneshot::channel();
-        let waiter = Waiter {
-            skip: 0,
-            count: 1,
-            values: Vec::new(),
-            reply: Reply::One(reply),
-        };
-        self.send(|out| cmd.write_packed_command(out), waiter)?;
-        answer.await.unwrap_or_else(|_| Err(stopped()))
+        self.ask_one(|out| cmd.write_packed_command(out)).await
+    }
+
+    /// Send `packed`, one command, and wait for its answer (a server's error answer is a value).
+    pub(crate) async fn query_packed(&self, packed: &Packed) -> RedisResult<Value> {
+        debug_assert_eq!(packed.len(), 1, "one command");
+        self.ask_one(|out| out.extend_from_slice(packed.bytes()))
+            .await
+    }
+
+    /// Send the commands of `packed` in one write, and wait for all their answers.
+    pub(crate) async fn query_packed_all(&self, packed: &Packed) -> RedisResult<Vec<Value>> {
+        let write = |out: &mut Vec<u8>| out.extend_from_slice(packed.bytes());
+        self.ask_many(write, 0, packed.len()).await
     }
 
     /// Send the commands of `pipeline` in one write; skip `offset` answers and return the `count`
@@ -212,17 +219,41 @@ impl Link {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        if offset + count == 0 {
+        let write = |out: &mut Vec<u8>| write_pipeline(pipeline, out);
+        self.ask_many(write, offset, count).await
+    }
+
+    /// Send the command `write` writes, and wait for its answer.
+    async fn ask_one(&self, write: impl FnOnce(&mut Vec<u8>)) -> RedisResult<Value> {
+        let (reply, answer) = oneshot::channel();
+        let waiter = Waiter {
+            skip: 0,
+            count: 1,
+            values: Vec::new(),
+            reply: Reply::One(reply),
+        };
+        self.send(write, waiter)?;
+        answer.await.unwrap_or_else(|_| Err(stopped()))
+    }
+
+    /// Send the commands `write` writes; skip `skip` answers and return the `count` after them.
+    async fn ask_many(
+        &self,
+        write: impl FnOnce(&mut Vec<u8>),
+        skip: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        if skip + count == 0 {
             return Ok(Vec::new());
         }
         let (reply, answer) = oneshot::channel();
         let waiter = Waiter {
-            skip: offset,
+            skip,
             count,
             values: Vec::with_capacity(count),
             reply: Reply::Many(reply),
         };
-        self.send(|out| write_pipeline(pipeline, out), waiter)?;
+        self.send(write, waiter)?;
         answer.await.unwrap_or_else(|_| Err(stopped()))
     }
 

@@ -25,6 +25,7 @@ use holds::PlainHold;
 pub(crate) use holds::PlainHolds;
 
 use super::call::{RoundTrip, ScriptCall};
+use super::packed::Packed;
 use super::pool::Channel;
 use super::{names, server_ms, slot_hint, RedisBackend, LATE_REPLY};
 use crate::backend::TOKEN_BLOCK;
@@ -42,44 +43,33 @@ const MADE_A_HASH: i64 = -2;
 /// taken nobody else changes its counter, and the clock read after taking it is the floor of the
 /// token as well as one read before would be (tokens issued before the lock was taken are below
 /// both). A queue that forms after the lock was taken waits behind it as for any holder.
-struct Take(redis::Pipeline);
+struct Take(Packed);
 
 impl Take {
     fn commands(req: &AcquireRequest<'_>, value: &str) -> Self {
-        // each command sized once (a lock's names are short): growing them costs the client more
-        // than the rest of building them
-        let command = |name: &str, args: usize| {
-            let mut cmd = redis::Cmd::with_capacity(args + 1, 32 + 2 * req.id.len() + value.len());
-            cmd.arg(name);
-            cmd
-        };
-        let mut set = command("SET", 5);
-        set.arg(&**req.id)
+        // sized once: growing the bytes costs the client more than writing them
+        let mut take = Packed::with_capacity(160 + 4 * req.id.len() + value.len());
+        take.command("SET")
+            .arg(&**req.id)
             .arg(value)
             .arg("NX")
             .arg("PX")
             .arg(server_ms(req.lease));
-        let mut fence = command("GET", 1);
-        fence.arg(names::fence(req.id));
-        let mut queued = command("EXISTS", 2);
-        queued.arg(names::queue(req.id));
+        take.command("GET").arg(names::fence(req.id));
+        take.command("TIME");
+        take.command("EXISTS").arg(names::queue(req.id));
         if req.mode == Mode::Fair {
             // managers waiting in exclusive mode: a fair request tells them to queue (the script)
-            queued.arg(names::waiters(req.id));
+            take.arg(names::waiters(req.id));
         }
-        let mut pipe = redis::Pipeline::with_capacity(4);
-        pipe.ignore_errors()
-            .add_command(set)
-            .add_command(fence)
-            .add_command(command("TIME", 0))
-            .add_command(queued);
-        Take(pipe)
+        Take(take)
     }
 }
 
 impl RoundTrip for Take {
     async fn run<T: FromRedisValue>(&self, conn: &mut Channel) -> RedisResult<T> {
-        conn.pipeline(&self.0).await
+        let values = conn.query_packed_all(&self.0).await?;
+        Ok(T::from_redis_value(Value::Array(values))?)
     }
 }
 
