@@ -10,6 +10,8 @@
 //! the order they came. A command handed in after another one's reply reaches Redis after it,
 //! whichever way either went. Every caller waits for its own reply only: dropping the wait (a
 //! timeout, a cancelled request) loses nothing of anybody else's.
+//!
+//! A link (`link/`) batches by itself what comes while it is busy: its commands go to it at once.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
