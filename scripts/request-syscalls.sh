@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The system calls one replica of the `http_load` example makes per HTTP request, by kind, counted
-# by `strace -c` while `wrk -t1 -c32` loads it over 100 accounts for a few seconds. strace slows
-# the replica several times over, so only the counts mean anything, not the times: they tell how
-# many commands go to Redis per write, and how often threads park (`futex`).
+# by `strace -c` while `wrk -t1 -c32` loads it over K accounts (KEYS_N, 100 by default) for a few
+# seconds. strace slows the replica several times over, so only the counts mean anything, not the
+# times: they tell how many commands go to Redis per write, and how often threads park (`futex`).
+# A polling lock polls more under strace: compare it at K = 10,000, where it seldom waits.
 #
 #   cargo build --release --example http_load
 #   scripts/request-syscalls.sh                              # layer-fair
 #   scripts/request-syscalls.sh layer-exclusive rslock
 #   HTTP_LOAD_BIN=/tmp/http_load-old scripts/request-syscalls.sh layer-fair   # another build
+#   KEYS_N=10000 scripts/request-syscalls.sh layer-fair rslock    # little contention
 #
 # Needs strace (`apt-get install strace`) and wrk (`apt-get install wrk`).
 set -euo pipefail
@@ -28,7 +30,7 @@ trap cleanup EXIT
 redis-server --port "$port" --save '' --appendonly no --daemonize yes \
     --logfile "$dir/redis.log" --dir "$dir" >/dev/null
 until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
-echo "request = function() return wrk.format('PUT', '/accounts/' .. math.random(100)) end" \
+echo "request = function() return wrk.format('PUT', '/accounts/' .. math.random(${KEYS_N:-100})) end" \
     >"$dir/accounts.lua"
 load() { # $1: seconds; prints the requests served
     wrk -t1 -c32 "-d${1}s" -s "$dir/accounts.lua" "http://127.0.0.1:$http_port" |
