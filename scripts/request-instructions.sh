@@ -16,22 +16,9 @@ set -euo pipefail
 
 port=${PORT:-7204}
 http_port=${HTTP_PORT:-18090}
-bin=${HTTP_LOAD_BIN:-target/release/examples/http_load}
 secs=${SECS:-12}
-dir=$(mktemp -d)
-replica=
-cleanup() {
-    [ -z "$replica" ] || kill "$replica" 2>/dev/null || true
-    redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-
-redis-server --port "$port" --save '' --appendonly no --daemonize yes \
-    --logfile "$dir/redis.log" --dir "$dir" >/dev/null
-until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
-echo "request = function() return wrk.format('PUT', '/accounts/' .. math.random(10000)) end" \
-    >"$dir/accounts.lua"
+accounts=10000
+source "$(dirname "$0")/one-replica.sh"
 
 # `measure VARIANT SECONDS`: sets `served` and `instructions` (the replica's)
 measure() {

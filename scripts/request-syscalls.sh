@@ -16,22 +16,9 @@ set -euo pipefail
 
 port=${PORT:-7205}
 http_port=${HTTP_PORT:-18091}
-bin=${HTTP_LOAD_BIN:-target/release/examples/http_load}
 secs=${SECS:-4}
-dir=$(mktemp -d)
-replica=
-cleanup() {
-    [ -z "$replica" ] || kill "$replica" 2>/dev/null || true
-    redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-
-redis-server --port "$port" --save '' --appendonly no --daemonize yes \
-    --logfile "$dir/redis.log" --dir "$dir" >/dev/null
-until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
-echo "request = function() return wrk.format('PUT', '/accounts/' .. math.random(${KEYS_N:-100})) end" \
-    >"$dir/accounts.lua"
+accounts=${KEYS_N:-100}
+source "$(dirname "$0")/one-replica.sh"
 load() { # $1: seconds; prints the requests served
     wrk -t1 -c32 "-d${1}s" -s "$dir/accounts.lua" "http://127.0.0.1:$http_port" |
         awk '/requests in/ {print $1}'

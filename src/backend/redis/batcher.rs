@@ -93,7 +93,7 @@ impl CommandBatcher {
         match &self.conn {
             CommandConn::Link(link) => link.query_packed_all(packed).await,
             CommandConn::Multiplexed(conn) => {
-                let pipe = pipeline(packed);
+                let pipe = packed.pipeline();
                 conn.clone().req_packed_commands(&pipe, 0, pipe.len()).await
             }
         }
@@ -132,15 +132,6 @@ impl CommandBatcher {
             )))
         })
     }
-}
-
-/// The commands of `packed`, as a pipeline of redis-rs's.
-pub(crate) fn pipeline(packed: &Packed) -> redis::Pipeline {
-    let mut pipe = redis::Pipeline::with_capacity(packed.len());
-    for cmd in packed.cmds() {
-        pipe.add_command(cmd);
-    }
-    pipe
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

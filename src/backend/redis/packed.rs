@@ -68,6 +68,15 @@ impl Packed {
         cmds
     }
 
+    /// The commands, as a pipeline of redis-rs's.
+    pub(crate) fn pipeline(&self) -> redis::Pipeline {
+        let mut pipe = redis::Pipeline::with_capacity(self.commands);
+        for cmd in self.cmds() {
+            pipe.add_command(cmd);
+        }
+        pipe
+    }
+
     /// Count one more word of the last command, rewriting its count.
     fn counted(&mut self) {
         let (start, words) = self.last.as_mut().expect("a word before its command");

@@ -91,7 +91,7 @@ impl Channel {
         packed: &Packed,
     ) -> redis::RedisResult<Vec<redis::Value>> {
         use redis::aio::ConnectionLike;
-        let pipe = || super::batcher::pipeline(packed);
+        let pipe = || packed.pipeline();
         match self {
             Channel::Batched(batcher) => batcher.send_packed_all(packed).await,
             Channel::Direct(conn) => conn.req_packed_commands(&pipe(), 0, packed.len()).await,
