@@ -9,7 +9,10 @@
 //! request of this process asks the backend whether anybody but the cohort's leader waits for it
 //! there (two reads, no script), and waits in the cohort only if nobody does; else it queues in
 //! the backend. Waiting in the cohort, it takes the leader's place in the backend's order: whoever
-//! queues there after the leader comes after it. (One that comes while the hold is being given
+//! queues there after the leader comes after it. It takes its place in the cohort's line as it
+//! asks: a hand-off that reaches it first waits for the answer (one round trip), so a chain of
+//! hand-offs does not end because the next request was still asking. Should others wait in the
+//! backend, it passes the hand-off on and queues there. (One that comes while the hold is being given
 //! back, or before a new leader began, waits for the leader, then asks.) So hand-offs in memory
 //! keep the order, and do not count against the bound: a chain ends when nobody of this process
 //! waits, or when the block of tokens runs out. Should the leader give up its wait, or a hold be
@@ -24,11 +27,12 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::futures::OwnedNotified;
 use tokio::sync::{oneshot, Notify};
 
+mod answers;
 mod seat;
 
+pub(crate) use answers::{Enter, Released, Turn};
 pub(crate) use seat::{Inheritance, Seat, Succession};
 
 use super::live::{Hold, Through};
@@ -54,6 +58,8 @@ struct Table {
     cohorts: IdMap<LockId, Cohort>,
     /// Set by the shutdown: nobody enters any more.
     closed: bool,
+    /// The last ticket given to a request asking the backend ([`Enter::Ask`]).
+    last_ticket: u64,
 }
 
 /// The requests of this process for one lock.
@@ -89,59 +95,9 @@ struct Waiting {
     /// Its hand-off counts against the bound: it may be served before requests of other
     /// processes that queued first (exclusive, or fair in cohort order).
     bounded: bool,
-}
-
-/// What a request entering a cohort is to do.
-#[derive(Debug)]
-pub(crate) enum Enter {
-    /// Nobody of this process holds or waits: take the lock in the backend, as the leader. A
-    /// hold whose lease was lost comes with it, to give back to the backend: its requests' guards
-    /// are lost, and are no longer the cohort's.
-    Lead(Seat, Option<Hold>),
-    /// The owner holds the lock already: a re-entry, under the hold and token given.
-    Reentered(Hold, u64),
-    /// Another request of this process holds the lock: wait for a turn.
-    Queued(oneshot::Receiver<Turn>),
-    /// Another request of this process holds the lock, or leads, under this owner id in the
-    /// backend, and the request keeps FIFO order: it may wait for a turn ([`Cohorts::admit`])
-    /// only if nobody but the leader waits for the lock in the backend.
-    Ask(OwnerId),
-    /// The request keeps FIFO order, and others wait for the lock in the backend (or the backend
-    /// could not be read): it asks the backend itself, and queues there.
-    Alone,
-    /// Another request holds it, and this one does not wait.
-    Busy,
-    /// Another request of the same owner leads, or (keeping FIFO order) the cohort's hold is
-    /// about to be taken or given back: enter again once it is settled, or a new leader begins
-    /// (this resolves).
-    AfterLeader(OwnedNotified),
-    /// The manager shut down.
-    Closed,
-}
-
-/// A waiting request's turn.
-#[derive(Debug)]
-pub(crate) enum Turn {
-    /// The lock is this request's: the backend's hold of the cohort, under a token of its own.
-    Inherit(Inheritance),
-    /// The lock went back to the backend: take it there, as the leader.
-    Lead(Seat),
-    /// The leader's attempt failed (the backend is unreachable, or refused the request): ask the
-    /// backend alone, outside the cohort, so that each request learns its own answer within its
-    /// own wait instead of one after another.
-    Alone,
-}
-
-/// What releasing a hold of a cohort asks of the caller.
-#[derive(Debug)]
-pub(crate) enum Released {
-    /// Nothing: the owner holds it still, or the next request inherited it.
-    Kept,
-    /// Release the backend's hold, under which the token given was the last handed out, then let
-    /// the succession run (drop it).
-    ToBackend(Hold, u64, Succession),
-    /// The hold was not the cohort's holder's (the shutdown took it).
-    NotHeld,
+    /// The ticket of a request keeping FIFO order while it asks the backend whether it may wait
+    /// here ([`Enter::Ask`]); `None` once it may.
+    asking: Option<u64>,
 }
 
 impl Cohorts {
@@ -166,7 +122,8 @@ impl Cohorts {
         wait: bool,
         fifo: bool,
     ) -> Enter {
-        let mut table = self.table();
+        let mut guard = self.table();
+        let table = &mut *guard;
         if table.closed {
             return Enter::Closed;
         }
@@ -196,36 +153,25 @@ impl Cohorts {
             cohort.holder = Some((owner.clone(), 1));
             return Enter::Lead(self.seat(id), None);
         }
-        if fifo {
-            return match (&cohort.holder, &cohort.leader) {
-                (Some(_), Some(leader)) => Enter::Ask(leader.clone()),
-                // made under the table's lock: the change it waits for cannot come before
-                _ => Enter::AfterLeader(cohort.settled.clone().notified_owned()),
-            };
+        if !fifo {
+            return Enter::Queued(cohort.queue(owner, true, None));
         }
-        Enter::Queued(cohort.queue(owner, true))
+        table.last_ticket += 1;
+        cohort.ask(owner, table.last_ticket)
     }
 
-    /// Let a request of `owner` that keeps FIFO order wait in the cohort of `id`, having learnt
-    /// that nobody but `leader` waited for the lock in the backend while `leader` led the cohort
-    /// or held the lock for it (`None`: the cohort's hold went meanwhile, or is lost; the
-    /// request asks the backend).
-    pub(crate) fn admit(
-        &self,
-        id: &LockId,
-        owner: &OwnerId,
-        leader: &OwnerId,
-    ) -> Option<oneshot::Receiver<Turn>> {
+    /// Let the request that asked under `ticket` wait in the cohort of `id`: nobody but its
+    /// leader waited for the lock in the backend. The answer came while the leader held the
+    /// lock, or led: whoever queues in the backend after it comes after this request.
+    pub(crate) fn admit(&self, id: &LockId, ticket: u64) {
         let mut table = self.table();
-        if table.closed {
-            return None;
+        let Some(cohort) = table.cohorts.get_mut(id) else {
+            return;
+        };
+        let asking = cohort.waiting.iter_mut().find(|w| w.asking == Some(ticket));
+        if let Some(waiting) = asking {
+            waiting.asking = None;
         }
-        let cohort = table.cohorts.get_mut(id)?;
-        let lost = (cohort.held.as_ref()).is_some_and(|held| held.lost.is_lost());
-        if cohort.leader.as_ref() != Some(leader) || cohort.holder.is_none() || lost {
-            return None;
-        }
-        Some(cohort.queue(owner, false))
     }
 
     /// A re-entry of `owner`, when it holds `id` through its cohort: the hold and token.
@@ -288,7 +234,9 @@ impl Cohorts {
     pub(crate) fn waiting(&self) -> usize {
         let table = self.table();
         let waiting = table.cohorts.values().flat_map(|c| c.waiting.iter());
-        waiting.filter(|w| !w.turn.is_closed()).count()
+        waiting
+            .filter(|w| !w.turn.is_closed() && w.asking.is_none())
+            .count()
     }
 
     fn seat(self: &Arc<Self>, id: &LockId) -> Seat {
@@ -367,16 +315,36 @@ impl Cohort {
         }
     }
 
-    /// Put a request of `owner` at the end of the line (`bounded`: see [`Waiting`]).
-    fn queue(&mut self, owner: &OwnerId, bounded: bool) -> oneshot::Receiver<Turn> {
+    /// Put a request of `owner` at the end of the line (`bounded`, `asking`: see [`Waiting`]).
+    fn queue(
+        &mut self,
+        owner: &OwnerId,
+        bounded: bool,
+        asking: Option<u64>,
+    ) -> oneshot::Receiver<Turn> {
         let (turn, next) = oneshot::channel();
         self.waiting.retain(|w| !w.turn.is_closed());
         self.waiting.push_back(Waiting {
             owner: owner.clone(),
             turn,
             bounded,
+            asking,
         });
         next
+    }
+
+    /// The entry of a request of `owner` keeping FIFO order, under `ticket`: it asks about the
+    /// leader from its place in line ([`Enter::Ask`]), or waits for a leader to ask about.
+    fn ask(&mut self, owner: &OwnerId, ticket: u64) -> Enter {
+        let (Some(_), Some(leader)) = (&self.holder, &self.leader) else {
+            // made under the table's lock: the change it waits for cannot come before
+            return Enter::AfterLeader(self.settled.clone().notified_owned());
+        };
+        Enter::Ask {
+            leader: leader.clone(),
+            ticket,
+            turn: self.queue(owner, false, Some(ticket)),
+        }
     }
 
     /// `owner`'s entry when it holds the lock (a re-entry) or leads (enter again later).
@@ -418,6 +386,7 @@ impl Cohort {
                 owner,
                 turn,
                 bounded,
+                ..
             }) = self.waiting.pop_front()
             else {
                 return false;

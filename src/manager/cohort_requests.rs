@@ -88,13 +88,14 @@ impl Shared {
         let timeout = || self.wait_over(key, started);
         loop {
             let entered = match self.cohorts.enter(id, owner, wait, fifo) {
-                Enter::Ask(leader) => {
+                Enter::Ask {
+                    leader,
+                    ticket,
+                    turn,
+                } => {
                     // boxed: the compiler's depth limit for the layout of nested futures
-                    let asking = Box::pin(self.ask_to_queue(id, owner, leader));
-                    match until(deadline, asking).await.ok_or_else(timeout)? {
-                        Some(entered) => entered,
-                        None => continue,
-                    }
+                    let asking = Box::pin(self.ask_to_queue(id, leader, ticket, turn));
+                    until(deadline, asking).await.ok_or_else(timeout)?
                 }
                 entered => entered,
             };
@@ -107,7 +108,7 @@ impl Shared {
                 }
                 Enter::Reentered(hold, token) => return Ok(Some(self.held_guard(hold, token))),
                 // (a request that had to ask asked already)
-                Enter::Alone | Enter::Ask(_) => Turn::Alone,
+                Enter::Alone | Enter::Ask { .. } => Turn::Alone,
                 Enter::Busy => return Ok(None),
                 Enter::Closed => return Err(LockError::Closed),
                 Enter::AfterLeader(settled) => {
@@ -145,14 +146,24 @@ impl Shared {
         }
     }
 
-    /// A request of `owner` keeping FIFO order found `id` held or led by its cohort under
-    /// `leader`: it waits in the cohort if nobody but the leader waits for the lock in the
-    /// backend, and else asks the backend alone (as it does when the backend cannot be read:
-    /// the attempt tells why). `None`: the cohort's hold went meanwhile; enter again.
-    async fn ask_to_queue(&self, id: &LockId, owner: &OwnerId, leader: OwnerId) -> Option<Enter> {
+    /// A request keeping FIFO order found `id` held or led by its cohort under `leader`, and
+    /// took its place in the cohort's line (`ticket`, `turn`): it keeps that place if nobody but
+    /// the leader waits for the lock in the backend. Else it leaves the line (a turn that came
+    /// meanwhile goes to the next request) and asks the backend alone, as it does when the
+    /// backend cannot be read (the attempt tells why).
+    async fn ask_to_queue(
+        &self,
+        id: &LockId,
+        leader: OwnerId,
+        ticket: u64,
+        turn: oneshot::Receiver<Turn>,
+    ) -> Enter {
         match self.backend.queued_behind(id, &leader).await {
-            Ok(false) => self.cohorts.admit(id, owner, &leader).map(Enter::Queued),
-            Ok(true) | Err(_) => Some(Enter::Alone),
+            Ok(false) => {
+                self.cohorts.admit(id, ticket);
+                Enter::Queued(turn)
+            }
+            Ok(true) | Err(_) => Enter::Alone,
         }
     }
 

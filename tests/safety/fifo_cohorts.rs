@@ -134,6 +134,53 @@ async fn a_request_waits_in_memory_behind_its_leader_queued_in_redis() {
     );
 }
 
+/// A holds the lock; its second request asks Redis whether anybody waits (Redis frozen, so the
+/// answer is out) when A releases. The hand-off waits for the answer: the second request
+/// inherits the lock in memory, the next token of the block. (Before, the release gave the hold
+/// back to Redis while the answer was out, and the request took the lock anew: under load, most
+/// blocks served one hold.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_waits_for_a_request_still_asking_redis() {
+    let server = RedisServer::start();
+    let a = manager(&server).await;
+    let first = a.acquire("ask", &LockOptions::fair()).await.unwrap();
+    let token = first.fencing_token();
+
+    server.stop_process();
+    let order = Order::default();
+    let second = request(&a, "ask", "a2", &order);
+    // time for a2 to enter its cohort and send its question
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(first);
+    server.continue_process();
+
+    let order = finish(vec![second], &order).await;
+    assert_eq!(order[0].1, token + 1, "a2 did not inherit the lock");
+}
+
+/// A holds the lock and B's request queues in Redis. A's second request asks Redis whether
+/// anybody waits (Redis frozen) when A releases, so the hand-off reaches it before the answer.
+/// The answer names B: A's second request passes the lock on (to Redis, which grants it to B)
+/// and queues behind B. FIFO order holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_finds_others_queued_passes_an_early_hand_off_on() {
+    let server = RedisServer::start();
+    let (a, b) = (manager(&server).await, manager(&server).await);
+    let order = Order::default();
+    let first = a.acquire("early", &LockOptions::fair()).await.unwrap();
+    let b1 = request(&b, "early", "b1", &order);
+    assert!(eventually(GENEROUS, || queued_in_redis(&server, "early") == 1).await);
+
+    server.stop_process();
+    let a2 = request(&a, "early", "a2", &order);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(first);
+    server.continue_process();
+
+    let order = finish(vec![b1, a2], &order).await;
+    assert_eq!(names(&order), ["b1", "a2"], "not FIFO");
+}
+
 /// 150 fair requests of one process for one lock, all waiting in memory (nobody else queues):
 /// a chain of hand-offs gives the tokens of its leader's block and no more (63 after the
 /// leader's own), then the lock goes back through Redis for a new block. Tokens rise strictly.
