@@ -1,6 +1,7 @@
 -- Take an exclusive reentrant lock, or record that this manager waits for it.
--- KEYS: lock hash (owner -> count, '#t' -> token, '#w' -> a manager may wait), waiting managers
---       (zset), fencing counter, the lock's fair queue
+-- KEYS: lock hash (owner -> count, '#t' -> token, '#w' -> a manager may wait), then, on a
+--       cluster only (see `plain_release.lua`): waiting managers (zset), fencing counter, the
+--       lock's fair queue
 -- ARGV: owner ('<manager id>:<n>'), lease ms, how the request waits: '' (it does not), 'w' (it
 --       will), 'wo' (it will, and other requests of this process wait for the lock too), 'wr' (it
 --       will, and an earlier attempt of it found the lock busy and recorded this manager as
@@ -10,12 +11,14 @@
 -- in that queue: a fair request); when the lock is held or queued for in another family of modes
 -- (they are not mixed on one lock), that family's name: 'read/write' or 'semaphore'. One value,
 -- not a table: a table answer costs Redis more.
-local lock, waiters, fence = KEYS[1], KEYS[2], KEYS[3]
+local lock = KEYS[1]
+local waiters, fence = KEYS[2] or lock .. ':w', KEYS[3] or lock .. ':f'
+local q = KEYS[4] or lock .. ':ql'
 local owner, lease, wait = ARGV[1], ARGV[2], ARGV[3]
 
 -- The common case, a free lock nobody queues for in fair mode, in one call: the lock's state is
 -- read only when one of the two keys exists.
-local free = redis.call('EXISTS', lock, KEYS[4]) == 0
+local free = redis.call('EXISTS', lock, q) == 0
 local holds, token, marked, fair, shared
 if not free then
   holds, token, marked, fair, shared = lock_state(lock, owner)
@@ -30,7 +33,7 @@ if holds then
 end
 
 if not token then
-  if not free and redis.call('EXISTS', KEYS[4]) == 1 then
+  if not free and redis.call('EXISTS', q) == 1 then
     return 'fair'
   end
   -- Our release must reach the requests of this process that still wait; and when we were told the
@@ -57,7 +60,7 @@ if ttl < 0 then
   ttl = 50
 end
 if wait ~= '' then
-  if redis.call('EXISTS', KEYS[4]) == 1 then
+  if redis.call('EXISTS', q) == 1 then
     -- fair requests queue behind the holder: its release grants the lock to them, and this
     -- request waits in their queue
     return 'fair'

@@ -1,6 +1,11 @@
 //! How the scripts' arguments are spelled: flags and milliseconds, as Redis reads them.
 
+use std::io::Write;
 use std::time::Duration;
+
+use redis::{RedisWrite, ToRedisArgs};
+
+use crate::ids::decimal;
 
 /// A flag argument: `"1"` or `"0"`.
 pub(crate) fn flag(b: bool) -> &'static str {
@@ -20,4 +25,27 @@ pub(crate) fn millis(d: Duration) -> u64 {
 /// more (see [`crate::backend::drift`]).
 pub(crate) fn server_ms(lease: Duration) -> u64 {
     millis(lease + crate::backend::drift(lease))
+}
+
+/// The claim lease (ms) and the inbox channel prefix of a release's grant, written as one
+/// argument (`<ms> <prefix>`): only a release that finds waiters reads them, and each argument
+/// costs Redis time on every call.
+pub(crate) struct GrantArgs<'a> {
+    pub(crate) claim_ms: u64,
+    pub(crate) prefix: &'a str,
+}
+
+impl ToRedisArgs for GrantArgs<'_> {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        let mut digits = [0u8; 20];
+        let mut arg = out.writer_for_next_arg();
+        // the writer is the command's buffer, which takes every byte
+        for part in [
+            decimal(self.claim_ms, &mut digits),
+            b" ",
+            self.prefix.as_bytes(),
+        ] {
+            let _ = arg.write_all(part);
+        }
+    }
 }

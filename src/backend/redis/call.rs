@@ -4,6 +4,7 @@
 
 use redis::{ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, ToRedisArgs, Value};
 
+use super::names::Suffixed;
 use super::packed::Packed;
 use super::pool::Channel;
 
@@ -29,6 +30,26 @@ impl ScriptCall {
             cmd,
             keys_left: keys,
         }
+    }
+
+    /// A call of `script` on the lock `lock`, whose other keys `named` are declared only when
+    /// `declared` (on a cluster); else the script names them after the lock itself (`names.rs`).
+    /// Each key costs Redis more than a name the script builds. A cluster must be told every key:
+    /// while the lock's slot moves, it refuses a call whose keys are not all on one node before
+    /// the call runs, where an undeclared key would fail it halfway.
+    pub(crate) fn on_lock(
+        script: &'static Script,
+        lock: &str,
+        named: &[Suffixed<'_>],
+        declared: bool,
+    ) -> Self {
+        let named = if declared { named } else { &[] };
+        let mut call = ScriptCall::new(script, 1 + named.len());
+        call.key(lock);
+        for &key in named {
+            call.key(key);
+        }
+        call
     }
 
     /// The next key.

@@ -52,13 +52,16 @@ impl RedisBackend {
         req: &AcquireRequest<'_>,
         plain: Option<&(u64, Arc<str>)>,
     ) -> ScriptCall {
-        let mut call = ScriptCall::new(&self.scripts.fair_acquire, 5);
-        call.key(&**req.id)
-            .key(names::queue(req.id))
-            .key(names::heartbeat(req.id, req.waiter))
-            .key(names::fence(req.id))
-            .key(names::waiters(req.id))
-            .arg(&**req.owner)
+        let id = req.id;
+        let others = [
+            names::queue(id),
+            names::heartbeat(id, req.waiter),
+            names::fence(id),
+            names::waiters(id),
+        ];
+        let script = &self.scripts.fair_acquire;
+        let mut call = ScriptCall::on_lock(script, id, &others, self.scripts.declare_keys);
+        call.arg(&**req.owner)
             .arg(server_ms(req.lease))
             .arg(flag(req.will_wait))
             .arg(flag(req.queued))

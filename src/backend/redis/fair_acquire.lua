@@ -1,8 +1,8 @@
 -- Take a fair lock, or join its FIFO queue. A lock held in exclusive mode is waited for in the
 -- same queue: its release grants it to the head. Managers recorded as waiting in exclusive mode
 -- are woken, and queue too.
--- KEYS: lock hash, queue, this waiter's heartbeat key, fencing counter, waiting managers
---       (exclusive mode)
+-- KEYS: lock hash, then, on a cluster only (see `plain_release.lua`): queue, this waiter's
+--       heartbeat key, fencing counter, waiting managers (exclusive mode)
 -- ARGV: owner, lease ms, will wait ('1'/'0'), already queued ('1'/'0'), eviction ms (heartbeat
 --       deadline and claim lease), inbox channel prefix, this request's waiter ('<owner>|<n>'),
 --       [the token and the value of the owner's plain hold of the lock, when its manager knows
@@ -11,14 +11,15 @@
 -- when the lock is held or waited for in another family of modes (they are not mixed on one
 -- lock), that family's name: 'read/write' or 'semaphore'; 'plain' when the owner holds the lock
 -- as a plain lock and the call did not give its token.
-local lock, q, heartbeat, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local owner, lease = ARGV[1], ARGV[2]
+local lock, owner, lease = KEYS[1], ARGV[1], ARGV[2]
 local will_wait, queued = ARGV[3] == '1', ARGV[4] == '1'
 local eviction, prefix, waiter = ARGV[5], ARGV[6], ARGV[7]
+local q, heartbeat = KEYS[2] or lock .. ':ql', KEYS[3] or lock .. ':hb:' .. waiter
+local fence, waiters = KEYS[4] or lock .. ':f', KEYS[5] or lock .. ':w'
 
 -- The common case, a free lock nobody waits for, in one call: the lock's state is read only when
 -- one of the three keys exists.
-if redis.call('EXISTS', lock, q, KEYS[5]) == 0 then
+if redis.call('EXISTS', lock, q, waiters) == 0 then
   if queued then
     redis.call('DEL', heartbeat)
   end
@@ -60,7 +61,7 @@ end
 
 if not token then
   -- free, but waited for
-  wake_recorded(KEYS[5], prefix, lock)
+  wake_recorded(waiters, prefix, lock)
   local head = redis.call('LINDEX', q, '0')
   local ours = not head or head == waiter
   if not ours then
@@ -96,7 +97,7 @@ if will_wait then
   end
   if not fair then
     -- held in exclusive mode: managers may wait for it in that mode
-    wake_recorded(KEYS[5], prefix, lock)
+    wake_recorded(waiters, prefix, lock)
   end
 end
 local ttl = redis.call('PTTL', lock)

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use redis::FromRedisValue;
 
-pub(crate) use args::{flag, millis, server_ms};
+pub(crate) use args::{flag, millis, server_ms, GrantArgs};
 use call::RoundTrip;
 pub(crate) use call::ScriptCall;
 use channels::Channels;
@@ -310,12 +310,11 @@ impl RedisBackend {
         if req.mode.is_shared() {
             return self.shared_try_acquire(req).await;
         }
-        let mut call = ScriptCall::new(&self.scripts.acquire, 4);
-        call.key(&**req.id)
-            .key(names::waiters(req.id))
-            .key(names::fence(req.id))
-            .key(names::queue(req.id))
-            .arg(&**req.owner)
+        let id = req.id;
+        let others = [names::waiters(id), names::fence(id), names::queue(id)];
+        let script = &self.scripts.acquire;
+        let mut call = ScriptCall::on_lock(script, id, &others, self.scripts.declare_keys);
+        call.arg(&**req.owner)
             .arg(server_ms(req.lease))
             .arg(wait_mode(req));
         let answer = self
@@ -349,14 +348,13 @@ impl RedisBackend {
         owner: &OwnerId,
         token: Option<u64>,
     ) -> Result<Released, BoxError> {
-        let mut call = ScriptCall::new(&self.scripts.release, 4);
-        call.key(&**id)
-            .key(names::waiters(id))
-            .key(names::queue(id))
-            .key(names::fence(id))
-            .arg(&**owner)
-            .arg(&*self.channels.prefix(id))
-            .arg(server_ms(self.eviction));
+        let others = [names::waiters(id), names::queue(id), names::fence(id)];
+        let script = &self.scripts.release;
+        let mut call = ScriptCall::on_lock(script, id, &others, self.scripts.declare_keys);
+        call.arg(&**owner).arg(GrantArgs {
+            claim_ms: server_ms(self.eviction),
+            prefix: &self.channels.prefix(id),
+        });
         if let Some(token) = token {
             call.arg(token);
         }

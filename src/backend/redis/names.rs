@@ -1,6 +1,9 @@
 //! Redis key naming. Every key of lock K in namespace N starts with the hash tag `{N:K}`, so one
 //! lock's state lives in one cluster slot. Names are escaped so that no name can choose its own hash
 //! tag or collide with another name; names too long once escaped are replaced by their SHA-256.
+//! Outside a cluster the scripts of exclusive and fair locks are given the lock's key alone, and
+//! name its other keys themselves with the suffixes below (`ScriptCall::on_lock`): a suffix
+//! changed here changes there too.
 
 use std::fmt;
 use std::io::Write;

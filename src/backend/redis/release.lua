@@ -3,13 +3,14 @@
 -- is told. Only a lock marked '#w' (a manager or a fair request may wait for it) looks at its
 -- waiters: every way of waiting for a lock marks it. A plain lock (see common.lua) has a release
 -- of its own; one made a hash by a re-entry is released here, by its token.
--- KEYS: lock hash, waiting managers, the lock's fair queue, fencing counter
--- ARGV: owner, inbox channel prefix, claim lease ms, [fencing token of the hold (absent: any hold
---       of the owner)]
+-- KEYS: lock hash, then, on a cluster only (see `plain_release.lua`): waiting managers, the
+--       lock's fair queue, fencing counter
+-- ARGV: owner, the claim lease in ms and the inbox channel prefix as '<ms> <prefix>', [fencing
+--       token of the hold (absent: any hold of the owner)]
 -- Returns -1 when the owner did not hold the lock (under that token), else the holds left (0:
 -- freed); when the lock went to a waiter of the owner's own manager, the grant
 -- ('g|<lock>|<waiter>|<token>'), which that manager hands to its waiter instead of a message.
-local lock, owner, token = KEYS[1], ARGV[1], ARGV[4]
+local lock, owner, token = KEYS[1], ARGV[1], ARGV[3]
 -- a plain lock found here is another holder's: its read as a hash fails
 local state = redis.pcall('HMGET', lock, owner, '#w', '#t')
 if state.err or (token and state[3] ~= token) then
@@ -24,13 +25,16 @@ if holds ~= '1' then
   return redis.call('HINCRBY', lock, owner, '-1')
 end
 redis.call('DEL', lock)
-retire_block(KEYS[4], state[3])
+local fence = KEYS[4] or lock .. ':f'
+retire_block(fence, state[3])
 if not state[2] then
   -- nobody may wait: a release that returns here never defines the helpers below
   return 0
 end
-local granted, grant = grant_next(lock, KEYS[3], KEYS[4], ARGV[2], ARGV[3], nil, owner)
+local claim_ms, prefix = string.match(ARGV[2], '^(%d+) (.*)$')
+local q = KEYS[3] or lock .. ':ql'
+local granted, grant = grant_next(lock, q, fence, prefix, claim_ms, nil, owner)
 if not granted then
-  notify_next(KEYS[2], ARGV[2], lock)
+  notify_next(KEYS[2] or lock .. ':w', prefix, lock)
 end
 return grant or 0

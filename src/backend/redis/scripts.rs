@@ -143,11 +143,15 @@ pub(crate) struct Scripts {
     pub(crate) plain_release: Script,
     /// Every source, for loading them up front.
     pub(crate) sources: Vec<String>,
+    /// Whether a call declares every key of a lock its script touches (see
+    /// [`super::ScriptCall::on_lock`]): on a cluster.
+    pub(crate) declare_keys: bool,
 }
 
 impl Scripts {
-    /// The scripts, each assembled and then passed through `adapt`.
-    fn new(adapt: fn(String) -> String) -> Self {
+    /// The scripts, each assembled and then passed through `adapt`; `declare_keys`: see
+    /// [`Scripts::declare_keys`].
+    fn new(adapt: fn(String) -> String, declare_keys: bool) -> Self {
         let bodies = [
             ACQUIRE_BODY,
             RELEASE_BODY,
@@ -176,6 +180,7 @@ impl Scripts {
             shared_abandon: script(9),
             plain_release: script(10),
             sources,
+            declare_keys,
         }
     }
 }
@@ -188,14 +193,15 @@ impl std::fmt::Debug for Scripts {
 
 /// The scripts of a standalone server (or a Sentinel-monitored master): messages go out with
 /// `PUBLISH`.
-pub(crate) static STANDALONE: LazyLock<Scripts> = LazyLock::new(|| Scripts::new(|source| source));
+pub(crate) static STANDALONE: LazyLock<Scripts> =
+    LazyLock::new(|| Scripts::new(|source| source, false));
 
 /// The scripts of a Redis Cluster: messages go out with `SPUBLISH` (sharded pub/sub), to a
 /// channel in the slot of the lock, so that they stay on the shard that owns it instead of
-/// being broadcast to every node.
+/// being broadcast to every node. Calls declare every key of a lock they touch.
 #[cfg(feature = "cluster")]
 pub(crate) static SHARDED: LazyLock<Scripts> =
-    LazyLock::new(|| Scripts::new(|source| source.replace("'PUBLISH'", "'SPUBLISH'")));
+    LazyLock::new(|| Scripts::new(|source| source.replace("'PUBLISH'", "'SPUBLISH'"), true));
 
 #[cfg(test)]
 mod tests {

@@ -13,11 +13,10 @@
 //! the hold by the owner id, and take a hash for what it became. The scripts read a plain lock as
 //! `hash_fields` in `common.lua` says.
 
-use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
-use redis::{FromRedisValue, RedisResult, RedisWrite, ToRedisArgs, Value};
+use redis::{FromRedisValue, RedisResult, Value};
 
 mod holds;
 
@@ -27,11 +26,11 @@ pub(crate) use holds::PlainHolds;
 use super::call::{RoundTrip, ScriptCall};
 use super::packed::Packed;
 use super::pool::Channel;
-use super::{names, server_ms, slot_hint, RedisBackend, LATE_REPLY};
+use super::{names, server_ms, slot_hint, GrantArgs, RedisBackend, LATE_REPLY};
 use crate::backend::TOKEN_BLOCK;
 use crate::backend::{AcquireRequest, Attempt, Released};
 use crate::error::BoxError;
-use crate::ids::{decimal, OwnerId};
+use crate::ids::OwnerId;
 use crate::options::Mode;
 use crate::waiters::LockId;
 
@@ -215,12 +214,10 @@ impl RedisBackend {
         hold: PlainHold,
         last: Option<u64>,
     ) -> Result<Released, BoxError> {
-        let mut call = ScriptCall::new(&self.scripts.plain_release, 4);
-        call.key(&**id)
-            .key(names::waiters(id))
-            .key(names::queue(id))
-            .key(names::fence(id))
-            .arg(&*hold.value);
+        let others = [names::waiters(id), names::queue(id), names::fence(id)];
+        let script = &self.scripts.plain_release;
+        let mut call = ScriptCall::on_lock(script, id, &others, self.scripts.declare_keys);
+        call.arg(&*hold.value);
         // the next token must pass the last one handed out: the counter keeps it unless the
         // server's clock has passed it
         match last.filter(|&last| hold.may_lead_clock(last)) {
@@ -236,28 +233,5 @@ impl RedisBackend {
             return self.release_hash(id, owner, Some(hold.token)).await;
         }
         self.released(id, answer).await
-    }
-}
-
-/// The claim lease (ms) and the inbox channel prefix of a release's grant, written as one
-/// argument (`<ms> <prefix>`): only a release that finds waiters reads them, and each argument
-/// costs Redis time on every call.
-struct GrantArgs<'a> {
-    claim_ms: u64,
-    prefix: &'a str,
-}
-
-impl ToRedisArgs for GrantArgs<'_> {
-    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
-        let mut digits = [0u8; 20];
-        let mut arg = out.writer_for_next_arg();
-        // the writer is the command's buffer, which takes every byte
-        for part in [
-            decimal(self.claim_ms, &mut digits),
-            b" ",
-            self.prefix.as_bytes(),
-        ] {
-            let _ = arg.write_all(part);
-        }
     }
 }
