@@ -58,10 +58,12 @@ async fn fifo_order_across_two_managers_and_no_queue_jumping(fx: Fixture) {
         }));
         // queue them one after another: on Redis the first waits in memory behind the holder of
         // its process (nobody queued in Redis before it), and every later one in Redis's queue,
-        // since a waiter of the other process queued before it
+        // since a waiter of the other process queued before it; in memory each one in the lock's
+        // queue (`waiting` counts a request from the moment it registers, before its first
+        // attempt puts it in that queue; `queued` once that attempt found the lock busy)
         let queued = || match queue_length(&fx, "fifo") {
             Some(in_redis) => waiting(distinct) == i + 1 && in_redis == i,
-            None => waiting(distinct) == i + 1,
+            None => waiting(distinct) == i + 1 && queued_across(&fx, distinct) == i + 1,
         };
         assert!(eventually(GENEROUS, queued).await, "the waiter is queued");
     }
