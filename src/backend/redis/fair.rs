@@ -59,8 +59,7 @@ impl RedisBackend {
             names::fence(id),
             names::waiters(id),
         ];
-        let script = &self.scripts.fair_acquire;
-        let mut call = ScriptCall::on_lock(script, id, &others, self.scripts.declare_keys);
+        let mut call = self.lock_call(&self.scripts.fair_acquire, id, &others);
         call.arg(&**req.owner)
             .arg(server_ms(req.lease))
             .arg(flag(req.will_wait))

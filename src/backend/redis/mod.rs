@@ -181,6 +181,17 @@ impl RedisBackend {
         LockId::new(self.keys.lock(key.as_str()))
     }
 
+    /// A call of `script` on the lock `id`, whose other keys `others` are declared on a cluster
+    /// only (see [`ScriptCall::on_lock`]).
+    fn lock_call(
+        &self,
+        script: &'static redis::Script,
+        id: &LockId,
+        others: &[names::Suffixed<'_>],
+    ) -> ScriptCall {
+        ScriptCall::on_lock(script, id, others, self.scripts.declare_keys)
+    }
+
     /// Run one script call: getting a connection and the call are each bounded by the command
     /// timeout.
     /// `hint` picks the connection: the same lock always uses the same one, so a command of this
@@ -312,8 +323,7 @@ impl RedisBackend {
         }
         let id = req.id;
         let others = [names::waiters(id), names::fence(id), names::queue(id)];
-        let script = &self.scripts.acquire;
-        let mut call = ScriptCall::on_lock(script, id, &others, self.scripts.declare_keys);
+        let mut call = self.lock_call(&self.scripts.acquire, id, &others);
         call.arg(&**req.owner)
             .arg(server_ms(req.lease))
             .arg(wait_mode(req));
@@ -349,8 +359,7 @@ impl RedisBackend {
         token: Option<u64>,
     ) -> Result<Released, BoxError> {
         let others = [names::waiters(id), names::queue(id), names::fence(id)];
-        let script = &self.scripts.release;
-        let mut call = ScriptCall::on_lock(script, id, &others, self.scripts.declare_keys);
+        let mut call = self.lock_call(&self.scripts.release, id, &others);
         call.arg(&**owner).arg(GrantArgs {
             claim_ms: server_ms(self.eviction),
             prefix: &self.channels.prefix(id),

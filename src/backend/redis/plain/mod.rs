@@ -23,7 +23,7 @@ mod holds;
 use holds::PlainHold;
 pub(crate) use holds::PlainHolds;
 
-use super::call::{RoundTrip, ScriptCall};
+use super::call::RoundTrip;
 use super::packed::Packed;
 use super::pool::Channel;
 use super::{names, server_ms, slot_hint, GrantArgs, RedisBackend, LATE_REPLY};
@@ -215,8 +215,7 @@ impl RedisBackend {
         last: Option<u64>,
     ) -> Result<Released, BoxError> {
         let others = [names::waiters(id), names::queue(id), names::fence(id)];
-        let script = &self.scripts.plain_release;
-        let mut call = ScriptCall::on_lock(script, id, &others, self.scripts.declare_keys);
+        let mut call = self.lock_call(&self.scripts.plain_release, id, &others);
         call.arg(&*hold.value);
         // the next token must pass the last one handed out: the counter keeps it unless the
         // server's clock has passed it
