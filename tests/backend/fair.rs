@@ -412,3 +412,36 @@ async fn a_grant_to_a_waiter_of_the_releasing_manager_is_not_published() {
     assert!(next.fencing_token() > token);
     assert_eq!(server.command_calls("publish"), published + 1);
 }
+
+/// A granted lock is marked for the waiters behind its head. When none came, its release finds
+/// the queue and the waiting managers gone with one `EXISTS`, and neither pops the queue nor
+/// looks for a manager to tell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_release_of_a_grant_nobody_waits_behind_pops_nothing() {
+    let server = support::RedisServer::start();
+    let a = LockManager::redis(&server.url()).await.unwrap();
+    let b = LockManager::redis(&server.url()).await.unwrap();
+    let opts = LockOptions::fair().wait_timeout(Duration::from_secs(10));
+    let holder = a.acquire("alone", &opts).await.unwrap();
+    let waiter = {
+        let b = b.clone();
+        tokio::spawn(async move { b.acquire("alone", &opts).await })
+    };
+    assert!(eventually(GENEROUS, || b.queued() == 1).await, "queued");
+    holder.release().await.unwrap();
+    let granted = waiter.await.unwrap().expect("granted");
+    let marked = server.cmd(&["HGET", "{tower-lock:alone}", "#w"]);
+    assert!(
+        marked.as_string().is_some(),
+        "a grant marks the lock: {marked:?}"
+    );
+    let popped = || server.command_calls("lpop") + server.command_calls("zpopmin");
+    let before = popped();
+    granted.release().await.unwrap();
+    assert_eq!(
+        popped(),
+        before,
+        "the release looked for waiters that were gone"
+    );
+    assert!(a.try_acquire("alone", &opts).await.unwrap().is_some());
+}

@@ -27,14 +27,19 @@ end
 redis.call('DEL', lock)
 local fence = KEYS[4] or lock .. ':f'
 retire_block(fence, state[3])
+-- A mark says somebody may wait; whoever did may have left (a grant marks the lock for the
+-- waiters behind its head, and the queue may have had none). A release that returns here never
+-- defines the helpers below.
 if not state[2] then
-  -- nobody may wait: a release that returns here never defines the helpers below
+  return 0
+end
+local waiters, q = KEYS[2] or lock .. ':w', KEYS[3] or lock .. ':ql'
+if redis.call('EXISTS', waiters, q) == 0 then
   return 0
 end
 local claim_ms, prefix = string.match(ARGV[2], '^(%d+) (.*)$')
-local q = KEYS[3] or lock .. ':ql'
 local granted, grant = grant_next(lock, q, fence, prefix, claim_ms, nil, owner)
 if not granted then
-  notify_next(KEYS[2] or lock .. ':w', prefix, lock)
+  notify_next(waiters, prefix, lock)
 end
 return grant or 0
