@@ -218,7 +218,9 @@ impl Backend {
             #[cfg(feature = "redis")]
             Backend::Redis(r) => r.try_acquire(req).await,
             #[cfg(feature = "redis")]
-            Backend::Quorum(q) => q.try_acquire(req).await,
+            // boxed: a quorum's future is many times a single server's, and every attempt's
+            // future is as large as its largest backend's
+            Backend::Quorum(q) => Box::pin(q.try_acquire(req)).await,
         }
     }
 
@@ -270,7 +272,8 @@ impl Backend {
             #[cfg(feature = "redis")]
             Backend::Redis(r) => r.release(id, owner, token, last_used, lost).await,
             #[cfg(feature = "redis")]
-            Backend::Quorum(q) => q.release(id, owner, token).await,
+            // boxed, as in `try_acquire`
+            Backend::Quorum(q) => Box::pin(q.release(id, owner, token)).await,
         }
     }
 
@@ -359,5 +362,31 @@ mod tests {
         for _ in 0..100 {
             assert!(jitter(Duration::from_millis(3)) <= Duration::from_millis(3));
         }
+    }
+
+    /// An attempt's future is moved to the heap whole, and so is a release's: a backend's rare
+    /// paths are boxed, so that the futures of every backend stay within a couple of kilobytes
+    /// (a future is as large as its largest branch, whichever backend runs it).
+    #[test]
+    fn an_attempt_and_a_release_stay_small() {
+        let waiters = Arc::new(WaitRegistry::default());
+        let backend = Backend::Memory(memory::MemoryBackend::new(waiters, Duration::from_secs(5)));
+        let (id, owner) = (LockId::new("small"), OwnerId::new("m:1"));
+        let req = AcquireRequest {
+            id: &id,
+            owner: &owner,
+            waiter: "m:1",
+            lease: Duration::from_secs(30),
+            will_wait: false,
+            others_waiting: false,
+            mode: Mode::Exclusive,
+            queued: false,
+            leader: false,
+            fresh: true,
+        };
+        let attempt = backend.try_acquire(&req);
+        let release = backend.release(&id, &owner, Mode::Exclusive, 1, None, false);
+        let sizes = [size_of_val(&attempt), size_of_val(&release)];
+        assert!(sizes.iter().all(|&size| size <= 2048), "{sizes:?} bytes");
     }
 }

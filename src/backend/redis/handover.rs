@@ -33,9 +33,10 @@ impl RedisBackend {
             if self.waiters.grant(id, waiter, token) {
                 continue;
             }
+            // rare, and boxed: inline it would double the size of every release's future
             let passed = match shared_kind(waiter) {
-                Some(_) => self.shared_leave_queue(id, waiter).await,
-                None => self.leave_queue(id, waiter).await,
+                Some(_) => Box::pin(self.shared_leave_queue(id, waiter)).await,
+                None => Box::pin(self.leave_queue(id, waiter)).await,
             };
             if let Err(err) = passed {
                 tracing::debug!(error = %err, "could not pass an unclaimed grant on");

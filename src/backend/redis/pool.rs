@@ -195,7 +195,10 @@ impl CommandPool {
                 opening,
             } => (pool, slots, opening),
             CommandPool::User(pool) => {
-                let pooled = check_out_probing(pool).await?;
+                // boxed, as the opening of a connection below: bb8's check-out inline would make
+                // the future of every command call several times larger (one allocation per
+                // command for a user's pool, against a move of kilobytes for every call)
+                let pooled = Box::pin(check_out_probing(pool)).await?;
                 return Ok((Channel::Direct(pooled.clone()), BrokenFlag(None)));
             }
             #[cfg(feature = "cluster")]
@@ -216,7 +219,8 @@ impl CommandPool {
         // Given back first, so that the pool has room for the fresh one. Commands still on it
         // keep it open until they are answered.
         drop(lock(slot).take());
-        let fresh = check_out(pool).await?;
+        // rare, and boxed: it connects and loads the scripts
+        let fresh = Box::pin(check_out(pool)).await?;
         let found = (
             Channel::Batched(fresh.batcher.clone()),
             BrokenFlag(Some(fresh.broken.clone())),

@@ -169,7 +169,7 @@ impl RedisBackend {
                 value,
             };
             self.plain.refuse();
-            self.plain_release(req.id, req.owner, hold, None).await?;
+            self.undo_take(req, hold).await?;
             return Ok(None);
         };
         let token = clock.max(fence + 1);
@@ -182,11 +182,19 @@ impl RedisBackend {
         if queued {
             // Fair requests queue for the free lock (its holder's lease ran out): they come
             // first. The release hands it to the head of their queue; nobody got the token.
-            self.plain_release(req.id, req.owner, hold, None).await?;
+            self.undo_take(req, hold).await?;
             return Ok(None);
         }
         self.plain.insert(req.id, req.owner, hold);
         Ok(Some(Attempt::Acquired { token }))
+    }
+
+    /// Give back the lock `req` took on the plain path but may not keep. Rare, and boxed: inline,
+    /// its future would make every attempt's twice as large, and each attempt is moved to the
+    /// heap whole.
+    async fn undo_take(&self, req: &AcquireRequest<'_>, hold: PlainHold) -> Result<(), BoxError> {
+        Box::pin(self.plain_release(req.id, req.owner, hold, None)).await?;
+        Ok(())
     }
 
     /// Release `owner`'s hold of `id` under `token` if it is a plain one (`None` when it is not).
@@ -229,7 +237,8 @@ impl RedisBackend {
         });
         let answer = self.invoke(slot_hint(id), &call).await?;
         if answer == Value::Int(MADE_A_HASH) {
-            return self.release_hash(id, owner, Some(hold.token)).await;
+            // rare, and boxed: inline it would double the size of every release's future
+            return Box::pin(self.release_hash(id, owner, Some(hold.token))).await;
         }
         self.released(id, answer).await
     }
