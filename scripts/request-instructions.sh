@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The instructions one replica of the `http_load` example spends per HTTP request, counted by
 # valgrind (callgrind): the replica runs under callgrind, once with no load (its setup) and once
-# loaded by `wrk -t1 -c4` over 10,000 accounts; the difference over the requests served is the
-# figure. User space only (system calls and the kernel's side are not counted). The request runs
+# loaded by `wrk -t1 -c4` over 10,000 accounts (KEYS_N and CONNS change both); the difference
+# over the requests served is the figure. User space only (system calls and the kernel's side are not counted). The request runs
 # through axum and hyper, so the figure compares variants, the layer against a lock in the handler.
 #
 #   cargo build --release --example http_load
@@ -10,6 +10,7 @@
 #   HTTP_LOAD_BIN=/tmp/http_load-old scripts/request-instructions.sh layer-fair   # another build
 #   OUT=/tmp/fair.cg scripts/request-instructions.sh layer-fair    # keep the loaded run's profile
 #   callgrind_annotate --inclusive=yes /tmp/fair.cg                 # where the instructions go
+#   KEYS_N=100 CONNS=16 scripts/request-instructions.sh layer-fair rslock   # with contention
 #
 # Needs valgrind (`apt-get install valgrind`) and wrk (`apt-get install wrk`).
 set -euo pipefail
@@ -17,7 +18,7 @@ set -euo pipefail
 port=${PORT:-7204}
 http_port=${HTTP_PORT:-18090}
 secs=${SECS:-12}
-accounts=10000
+accounts=${KEYS_N:-10000}
 source "$(dirname "$0")/one-replica.sh"
 
 # `measure VARIANT SECONDS`: sets `served` and `instructions` (the replica's)
@@ -28,7 +29,7 @@ measure() {
     until (echo >"/dev/tcp/127.0.0.1/$http_port") 2>/dev/null; do sleep 0.2; done
     served=0
     if [ "$2" -gt 0 ]; then
-        served=$(wrk -t1 -c4 "-d${2}s" -s "$dir/accounts.lua" "http://127.0.0.1:$http_port" |
+        served=$(wrk -t1 "-c${CONNS:-4}" "-d${2}s" -s "$dir/accounts.lua" "http://127.0.0.1:$http_port" |
             awk '/requests in/ {print $1}')
     fi
     kill "$replica"
