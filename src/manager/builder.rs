@@ -132,7 +132,8 @@ impl LockManagerBuilder {
     /// command of the process in flight at once, pipelined. The more commands share a connection,
     /// the fewer reads and writes Redis and this process make for them, so one connection is
     /// usually fastest (BENCHMARKS.md, "Many keys"). More connections spread the work of reading
-    /// and writing over more tasks.
+    /// and writing over more tasks. [`build`](Self::build) opens them all, so that the first
+    /// requests do not wait for them.
     pub fn pool_size(mut self, size: u32) -> Self {
         self.pool_size = size;
         self

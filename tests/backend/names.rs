@@ -68,6 +68,22 @@ async fn every_connection_of_a_manager_carries_its_name() {
     assert_eq!(clients(&server).len(), 6, "no connection without a name");
 }
 
+/// The command connections are open once the manager is built, before its first command: a burst
+/// of requests at start does not wait for them to open within its command timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_is_built_with_its_command_connections_open() {
+    let server = RedisServer::start();
+    let manager = LockManager::builder().redis(server.url()).pool_size(3);
+    let manager = manager.build().await.unwrap();
+    assert_eq!(
+        named_after(&server, &manager),
+        4,
+        "three command connections and the inbox: {:?}",
+        clients(&server)
+    );
+    assert_eq!(server.command_calls("evalsha"), 0, "no lock was taken");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_users_pool_keeps_its_names_and_the_inbox_takes_ours() {
     let server = RedisServer::start();

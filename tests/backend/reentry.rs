@@ -30,10 +30,11 @@ async fn a_failed_reentry_leaves_the_outer_hold_in_place() {
         ("exclusive", LockOptions::exclusive()),
     ] {
         let m = manager(&server).await;
-        let other = manager(&server).await;
         let owner = m.owner();
         let outer = owner.acquire(mode, &opts).await.unwrap();
         server.cmd(&["CLIENT", "KILL", "TYPE", "normal"]);
+        // built after the kill: its command connection, open once it is built, is not killed
+        let other = manager(&server).await;
         let reentry = owner.acquire(mode, &opts).await;
         assert!(
             reentry.is_err(),

@@ -50,6 +50,7 @@ pub(crate) async fn connect(
     )?;
     let subscription =
         (server.inbox.subscribe().await).map_err(|err| LockError::unavailable("", err))?;
+    server.backend.open_connections().await;
     let mut stop = InboxStop::default();
     let backend = server.backend.clone();
     spawn_inbox(server, Some(subscription), wiring, stop.add());

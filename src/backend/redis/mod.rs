@@ -277,6 +277,12 @@ impl RedisBackend {
         }
     }
 
+    /// Open the command connections now, not on the first commands (see
+    /// [`CommandPool::open_all`]).
+    pub(crate) async fn open_connections(&self) {
+        self.pool.open_all(self.timeout).await;
+    }
+
     /// How long an acquire attempt may keep its caller waiting: the command timeout. Past it the
     /// caller gets an error, but the attempt itself goes on listening (see [`LATE_REPLY`]).
     pub(crate) fn attempt_timeout(&self) -> Duration {

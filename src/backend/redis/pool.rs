@@ -185,6 +185,26 @@ impl CommandPool {
         CommandPool::User(pool)
     }
 
+    /// Open every connection of a pool of our own, each within `timeout`. Opened on their first
+    /// commands instead, a burst of requests just after the manager starts would wait, all but
+    /// one, for a connection that logs in and loads the scripts on a runtime the burst itself
+    /// keeps busy, and within their command timeout. A connection that does not open now opens
+    /// on its first command, as one that broke does.
+    pub(crate) async fn open_all(&self, timeout: Duration) {
+        let CommandPool::Own { slots, .. } = self else {
+            return;
+        };
+        let hints = 0..slots.len() as u64;
+        let opening = hints.map(|hint| tokio::time::timeout(timeout, self.conn(hint)));
+        for outcome in futures_util::future::join_all(opening).await {
+            match outcome {
+                Ok(Ok(_)) => {}
+                Ok(Err(err)) => tracing::debug!(error = %err, "a command connection did not open"),
+                Err(_) => tracing::debug!(?timeout, "a command connection did not open in time"),
+            }
+        }
+    }
+
     /// Where to send the commands of the lock that hashes to `hint`, and the flag to mark its
     /// connection broken.
     pub(crate) async fn conn(&self, hint: u64) -> Result<(Channel, BrokenFlag), BoxError> {
