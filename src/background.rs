@@ -1,15 +1,19 @@
 //! Work that finishes after its caller stopped waiting: a release sent from `Drop`, the rest of an
 //! attempt whose request went away, the masters a quorum verdict no longer needs. One task per
-//! manager, started by its watchdog, runs it all. It imports nothing of the crate.
+//! manager, started by its watchdog, runs it all, and at the end waits for the work that runs
+//! outside it (a release whose answer the connection's reader settles). It imports nothing of the
+//! crate.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures_util::future::{BoxFuture, CatchUnwind, FutureExt};
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 /// One piece of work to finish in the background.
 pub(crate) type Work = BoxFuture<'static, ()>;
@@ -21,24 +25,58 @@ pub(crate) type Work = BoxFuture<'static, ()>;
 #[derive(Debug, Clone)]
 pub(crate) struct Background {
     tx: mpsc::UnboundedSender<Work>,
+    outside: Arc<OutsideCount>,
 }
 
 /// The receiving end of a [`Background`], read by the task that runs the work.
 #[derive(Debug)]
 pub(crate) struct BackgroundQueue {
     rx: mpsc::UnboundedReceiver<Work>,
+    outside: Arc<OutsideCount>,
+}
+
+/// How many pieces of work run outside the queue, and the signal that the last one ended.
+#[derive(Debug, Default)]
+struct OutsideCount {
+    running: AtomicUsize,
+    none_left: Notify,
+}
+
+/// One piece of work that runs outside the queue (a release the connection's reader settles):
+/// the queue's end waits for it until it is dropped.
+#[derive(Debug)]
+pub(crate) struct Outside(Arc<OutsideCount>);
+
+impl Drop for Outside {
+    fn drop(&mut self) {
+        if self.0.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.none_left.notify_waiters();
+        }
+    }
 }
 
 impl Background {
     /// A handle and the queue its work arrives in.
     pub(crate) fn new() -> (Background, BackgroundQueue) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (Background { tx }, BackgroundQueue { rx })
+        let outside = Arc::new(OutsideCount::default());
+        let queue = BackgroundQueue {
+            rx,
+            outside: outside.clone(),
+        };
+        (Background { tx, outside }, queue)
     }
 
     /// Finish `work` in the background.
     pub(crate) fn finish(&self, work: impl Future<Output = ()> + Send + 'static) {
         let _ = self.tx.send(Box::pin(work));
+    }
+
+    /// Count one piece of work that runs outside the queue, until the mark is dropped. Work it
+    /// sends here before that is finished too.
+    pub(crate) fn outside(&self) -> Outside {
+        self.outside.running.fetch_add(1, Ordering::AcqRel);
+        Outside(self.outside.clone())
     }
 }
 
@@ -60,16 +98,27 @@ impl BackgroundQueue {
         self.finish_all(running).await;
     }
 
-    /// Run the work in `running` and what arrives meanwhile, until there is none.
+    /// Run the work in `running` and what arrives meanwhile, until there is none, here or
+    /// outside the queue.
     async fn finish_all(&mut self, mut running: Running) {
         loop {
             while let Ok(work) = self.rx.try_recv() {
                 running.start(work);
             }
-            if running.is_empty() {
-                return;
+            if !running.is_empty() {
+                running.one_done().await;
+                continue;
             }
-            running.one_done().await;
+            let none_left = self.outside.none_left.notified();
+            tokio::pin!(none_left);
+            none_left.as_mut().enable();
+            if self.outside.running.load(Ordering::Acquire) == 0 {
+                if self.rx.is_empty() {
+                    return;
+                }
+                continue;
+            }
+            none_left.await;
         }
     }
 }
@@ -189,6 +238,23 @@ mod tests {
         }));
         drop(background);
         queue.finish_all(running).await;
+        assert_eq!(received.try_recv(), Ok("done"));
+    }
+
+    #[tokio::test]
+    async fn finish_all_waits_for_the_work_outside_the_queue() {
+        let (background, mut queue) = Background::new();
+        let outside = background.outside();
+        let (sent, mut received) = oneshot::channel();
+        tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            // what the work outside sends before it ends is finished too
+            background.finish(async move {
+                let _ = sent.send("done");
+            });
+            drop(outside);
+        });
+        queue.finish_all(Running::default()).await;
         assert_eq!(received.try_recv(), Ok("done"));
     }
 }

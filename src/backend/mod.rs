@@ -161,6 +161,17 @@ pub(crate) enum Attempt {
     NoUpgrade,
 }
 
+/// One hold to release: see [`Backend::release`] for what each part means.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ToRelease<'a> {
+    pub(crate) id: &'a LockId,
+    pub(crate) owner: &'a OwnerId,
+    pub(crate) mode: Mode,
+    pub(crate) token: u64,
+    pub(crate) last_used: Option<u64>,
+    pub(crate) lost: bool,
+}
+
 /// The outcome of a release.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Released {
@@ -274,6 +285,25 @@ impl Backend {
             #[cfg(feature = "redis")]
             // boxed, as in `try_acquire`
             Backend::Quorum(q) => Box::pin(q.release(id, owner, token)).await,
+        }
+    }
+
+    /// Release `hold` without waiting, when the backend can without a task: a lock of a single
+    /// Redis server, in an exclusive or fair mode, on an open link of the crate's own pool. The
+    /// release is written at once, and its answer settled where the link reads it; `after` is
+    /// dropped once it is done. It comes back otherwise: the caller releases in the background.
+    pub(crate) fn release_detached<A: Send + 'static>(
+        &self,
+        hold: &ToRelease<'_>,
+        after: A,
+        background: &Background,
+    ) -> Result<(), A> {
+        match self {
+            #[cfg(feature = "redis")]
+            Backend::Redis(r) if !hold.mode.is_shared() => {
+                r.release_detached(hold, after, background)
+            }
+            _ => Err(after),
         }
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::live::{Hold, Through};
 use super::Shared;
-use crate::backend::{Backend, LockParty, Released};
+use crate::backend::{Backend, LockParty, Released, ToRelease};
 use crate::background::MustComplete;
 use crate::error::{BoxError, LockError};
 use crate::lease::LostSignal;
@@ -211,8 +211,9 @@ impl Shared {
         MustComplete::new(call, &self.background).await
     }
 
-    /// [`Self::release_held`] without waiting (from `Drop`): a failure is logged, and the lease
-    /// runs out.
+    /// [`Self::release_held`] without waiting (from `Drop`): without a task where the backend can
+    /// (see [`Backend::release_detached`]), else in the background. A failure is logged, and the
+    /// lease runs out.
     pub(crate) fn release_held_later(
         &self,
         held: Hold,
@@ -221,6 +222,18 @@ impl Shared {
         after: impl Send + 'static,
     ) {
         self.stop_renewing(&held);
+        let to_release = ToRelease {
+            id: &held.id,
+            owner: &held.owner,
+            mode: held.mode,
+            token: held.token,
+            last_used,
+            lost,
+        };
+        let Err(after) = (self.backend).release_detached(&to_release, after, &self.background)
+        else {
+            return;
+        };
         let backend = self.backend.clone();
         self.background.finish(async move {
             if let Err(err) = release(&backend, &held, last_used, lost).await {

@@ -10,6 +10,7 @@ mod batching;
 #[cfg(feature = "cluster")]
 mod cluster;
 mod contract;
+mod dropped;
 mod fair;
 mod fair_liveness;
 mod hand_over;

@@ -25,6 +25,7 @@ use redis::{Cmd, RedisError, RedisResult, Value};
 use tokio::sync::{oneshot, Notify};
 
 use super::command_conn::CommandConn;
+use super::link::Link;
 use super::packed::Packed;
 
 type Reply = oneshot::Sender<RedisResult<Value>>;
@@ -72,6 +73,14 @@ impl CommandBatcher {
             waiting,
             unanswered,
             wake,
+        }
+    }
+
+    /// The connection, when it is a link (which batches by itself).
+    pub(crate) fn link(&self) -> Option<&Link> {
+        match &self.conn {
+            CommandConn::Link(link) => Some(link),
+            CommandConn::Multiplexed(_) => None,
         }
     }
 

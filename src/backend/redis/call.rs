@@ -67,6 +67,12 @@ impl ScriptCall {
         self
     }
 
+    /// The `EVALSHA` command, as it goes to Redis.
+    pub(crate) fn packed(&self) -> &Packed {
+        debug_assert_eq!(self.keys_left, 0, "fewer keys than declared");
+        &self.cmd
+    }
+
     /// Run the call; a server that lost the script (restarted, or its cache flushed) gets it
     /// loaded and the call again.
     pub(crate) async fn invoke<T: FromRedisValue>(&self, conn: &mut Channel) -> RedisResult<T> {

@@ -13,6 +13,7 @@ mod cluster_inbox;
 mod command_conn;
 mod connect;
 mod connector;
+mod detached;
 mod endpoint;
 mod fair;
 mod handover;
@@ -364,6 +365,13 @@ impl RedisBackend {
         owner: &OwnerId,
         token: Option<u64>,
     ) -> Result<Released, BoxError> {
+        let call = self.release_hash_call(id, owner, token);
+        let answer = self.invoke(slot_hint(id), &call).await?;
+        self.released(id, answer).await
+    }
+
+    /// The script call of [`Self::release_hash`].
+    fn release_hash_call(&self, id: &LockId, owner: &OwnerId, token: Option<u64>) -> ScriptCall {
         let others = [names::waiters(id), names::queue(id), names::fence(id)];
         let mut call = self.lock_call(&self.scripts.release, id, &others);
         call.arg(&**owner).arg(GrantArgs {
@@ -373,8 +381,7 @@ impl RedisBackend {
         if let Some(token) = token {
             call.arg(token);
         }
-        let answer = self.invoke(slot_hint(id), &call).await?;
-        self.released(id, answer).await
+        call
     }
 
     /// On a cluster, subscribe to this manager's channel of the slot of `req`'s lock before an

@@ -19,6 +19,7 @@ use redis::RedisError;
 
 use super::batcher::CommandBatcher;
 pub(crate) use super::connector::Connector;
+use super::link::Link;
 use super::packed::Packed;
 use crate::error::BoxError;
 
@@ -247,6 +248,24 @@ impl CommandPool {
         );
         *lock(slot) = Some(fresh);
         Ok(found)
+    }
+}
+
+impl CommandPool {
+    /// The link that carries the commands of the lock that hashes to `hint`, with the flag to
+    /// mark it broken, when it is open now; `None` for a connection still to open, redis-rs's
+    /// (TLS, a Unix socket), a user's pool and a cluster.
+    pub(crate) fn open_link(&self, hint: u64) -> Option<(Link, BrokenFlag)> {
+        let CommandPool::Own { slots, .. } = self else {
+            return None;
+        };
+        let slot = lock(&slots[(hint % slots.len() as u64) as usize]);
+        let conn = slot.as_ref()?;
+        if conn.broken.load(Ordering::Relaxed) {
+            return None;
+        }
+        let link = conn.batcher.link()?.clone();
+        Some((link, BrokenFlag(Some(conn.broken.clone()))))
     }
 }
 

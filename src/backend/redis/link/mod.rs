@@ -87,7 +87,11 @@ struct Waiter {
 enum Reply {
     One(oneshot::Sender<RedisResult<Value>>),
     Many(oneshot::Sender<RedisResult<Vec<Value>>>),
+    Settle(Settle),
 }
+
+/// What takes a command's answer in the reader task, for a caller that does not wait for it.
+pub(crate) type Settle = Box<dyn FnOnce(RedisResult<Value>) + Send>;
 
 impl Waiter {
     /// Take the next answer: true when it was the last this waiter waits for.
@@ -106,6 +110,7 @@ impl Waiter {
         match self.reply {
             Reply::One(reply) => drop(reply.send(self.values.pop().ok_or_else(no_answer))),
             Reply::Many(reply) => drop(reply.send(Ok(self.values))),
+            Reply::Settle(settle) => settle(self.values.pop().ok_or_else(no_answer)),
         }
     }
 
@@ -113,6 +118,7 @@ impl Waiter {
         match self.reply {
             Reply::One(reply) => drop(reply.send(Err(failure.error()))),
             Reply::Many(reply) => drop(reply.send(Err(failure.error()))),
+            Reply::Settle(settle) => settle(Err(failure.error())),
         }
     }
 }
@@ -205,6 +211,21 @@ impl Link {
             .await
     }
 
+    /// Send `packed`, one command, and have `settle` take its answer (or the link's failure) in
+    /// the reader task. A caller that does not wait for the answer (a release from `Drop`) then
+    /// needs no task of its own to wait in.
+    pub(crate) fn send_packed_then(&self, packed: &Packed, settle: Settle) {
+        debug_assert_eq!(packed.len(), 1, "one command");
+        let waiter = Waiter {
+            skip: 0,
+            count: 1,
+            values: Vec::new(),
+            reply: Reply::Settle(settle),
+        };
+        // a failed link has settled it already
+        let _ = self.send(|out| out.extend_from_slice(packed.bytes()), waiter);
+    }
+
     /// Send the commands of `packed` in one write, and wait for all their answers.
     pub(crate) async fn query_packed_all(&self, packed: &Packed) -> RedisResult<Vec<Value>> {
         let write = |out: &mut Vec<u8>| out.extend_from_slice(packed.bytes());
@@ -259,7 +280,7 @@ impl Link {
 
     /// Queue `waiter` and write its command: at once on an idle link; else the writer of the
     /// moment or the reader task writes it, with the commands that come meanwhile. Fails at once
-    /// on a failed link.
+    /// on a failed link, the waiter with it.
     ///
     /// A lone command goes out without a hop to another task. On a busy link a system call per
     /// command would cost more than the hop: the reader task writes whatever came by the time it
@@ -267,7 +288,9 @@ impl Link {
     fn send(&self, write: impl FnOnce(&mut Vec<u8>), waiter: Waiter) -> RedisResult<()> {
         let shared = &self.0 .0;
         let mut outbox = lock(&shared.outbox);
-        if let Some(failure) = &outbox.failed {
+        if let Some(failure) = outbox.failed.clone() {
+            drop(outbox);
+            waiter.fail(&failure);
             return Err(failure.error());
         }
         outbox.waiting.push_back(waiter);

@@ -20,10 +20,10 @@ use redis::{FromRedisValue, RedisResult, Value};
 
 mod holds;
 
-use holds::PlainHold;
+pub(super) use holds::PlainHold;
 pub(crate) use holds::PlainHolds;
 
-use super::call::RoundTrip;
+use super::call::{RoundTrip, ScriptCall};
 use super::packed::Packed;
 use super::pool::Channel;
 use super::{names, server_ms, slot_hint, GrantArgs, RedisBackend, LATE_REPLY};
@@ -208,20 +208,32 @@ impl RedisBackend {
         last_used: Option<u64>,
     ) -> Option<Result<Released, BoxError>> {
         let hold = self.plain.take(id, owner, token)?;
-        let last = last_used.unwrap_or(token + u64::from(TOKEN_BLOCK) - 1);
+        let last = last_handed_out(token, last_used);
         Some(self.plain_release(id, owner, hold, Some(last)).await)
     }
 
     /// Release the plain hold `hold` of `owner` on `id`, under which `last` was the last token
     /// handed out (`None`: none was). Should a re-entry have made it a hash meanwhile, the release
     /// script releases it as one, by its token.
-    async fn plain_release(
+    pub(super) async fn plain_release(
         &self,
         id: &LockId,
         owner: &OwnerId,
         hold: PlainHold,
         last: Option<u64>,
     ) -> Result<Released, BoxError> {
+        let call = self.plain_release_call(id, &hold, last);
+        let answer = self.invoke(slot_hint(id), &call).await?;
+        self.plain_released(id, owner, hold.token, answer).await
+    }
+
+    /// The script call that releases the plain hold `hold` of `id` (see [`Self::plain_release`]).
+    pub(super) fn plain_release_call(
+        &self,
+        id: &LockId,
+        hold: &PlainHold,
+        last: Option<u64>,
+    ) -> ScriptCall {
         let others = [names::waiters(id), names::queue(id), names::fence(id)];
         let mut call = self.lock_call(&self.scripts.plain_release, id, &others);
         call.arg(&*hold.value);
@@ -235,11 +247,33 @@ impl RedisBackend {
             claim_ms: server_ms(self.eviction),
             prefix: &self.channels.prefix(id),
         });
-        let answer = self.invoke(slot_hint(id), &call).await?;
-        if answer == Value::Int(MADE_A_HASH) {
+        call
+    }
+
+    /// What a plain release's `answer` leaves to do for the hold under `token`: release the hash
+    /// a re-entry made of the lock, or hand over the grants it made.
+    pub(super) async fn plain_released(
+        &self,
+        id: &LockId,
+        owner: &OwnerId,
+        token: u64,
+        answer: Value,
+    ) -> Result<Released, BoxError> {
+        if made_a_hash(&answer) {
             // rare, and boxed: inline it would double the size of every release's future
-            return Box::pin(self.release_hash(id, owner, Some(hold.token))).await;
+            return Box::pin(self.release_hash(id, owner, Some(token))).await;
         }
         self.released(id, answer).await
     }
+}
+
+/// The last token handed out under the plain hold made under `token`: `last_used` when known,
+/// else the last of its block.
+pub(super) fn last_handed_out(token: u64, last_used: Option<u64>) -> u64 {
+    last_used.unwrap_or(token + u64::from(TOKEN_BLOCK) - 1)
+}
+
+/// Whether a plain release answered that a re-entry made the lock a hash.
+pub(super) fn made_a_hash(answer: &Value) -> bool {
+    *answer == Value::Int(MADE_A_HASH)
 }

@@ -1,0 +1,120 @@
+//! A dropped guard's release on a real redis-server: the drop itself writes it, with no task of
+//! the runtime between the drop and Redis, and what its answer asks for still gets done.
+
+use std::time::Duration;
+
+use tower_lock::{LockGuard, LockManager, LockOptions};
+
+use crate::support::{eventually, wait_until, RedisServer, GENEROUS};
+
+/// Redis's name of the lock `key`.
+fn redis_key(key: &str) -> String {
+    format!("{{tower-lock:{key}}}")
+}
+
+/// Drop `guard`, then wait for Redis to see its lock free while blocking the thread: on a
+/// current-thread runtime no task runs meanwhile, so only the drop itself can have released it.
+fn freed_by_the_drop(server: &RedisServer, guard: LockGuard) -> bool {
+    let key = redis_key(guard.key());
+    drop(guard);
+    wait_until(Duration::from_secs(2), || {
+        server.cmd(&["EXISTS", &key]).as_int() == Some(0)
+    })
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_dropped_guard_is_released_by_the_drop_itself() {
+    let server = RedisServer::start();
+    let manager = LockManager::redis(&server.url()).await.expect("manager");
+    for opts in [LockOptions::exclusive(), LockOptions::fair()] {
+        let guard = manager.acquire("plain", &opts).await.expect("acquire");
+        assert_eq!(
+            server.cmd(&["TYPE", &redis_key("plain")]).as_string(),
+            Some("string".to_owned()),
+            "taken on the plain path"
+        );
+        assert!(freed_by_the_drop(&server, guard), "{opts:?}");
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_dropped_guard_of_a_lock_taken_by_script_is_released_by_the_drop_itself() {
+    let server = RedisServer::start();
+    let (holder, waiter) = (
+        LockManager::redis(&server.url()).await.expect("manager"),
+        LockManager::redis(&server.url()).await.expect("manager"),
+    );
+    let opts = LockOptions::exclusive().wait_timeout(GENEROUS);
+    let held = holder.acquire("scripted", &opts).await.expect("acquire");
+    let waiting = tokio::spawn(async move {
+        let guard = waiter.acquire("scripted", &opts).await;
+        (waiter, guard)
+    });
+    // the waiter's first attempt finds the lock busy; its next one runs the script
+    let waiters = redis_key("scripted") + ":w";
+    let recorded = eventually(GENEROUS, || {
+        server.cmd(&["EXISTS", &waiters]).as_int() == Some(1)
+    })
+    .await;
+    assert!(recorded, "the waiter was recorded");
+    held.release().await.expect("release");
+    let (_waiter, guard) = waiting.await.expect("waiting task");
+    let guard = guard.expect("acquire after the release");
+    assert_eq!(
+        server.cmd(&["TYPE", &redis_key("scripted")]).as_string(),
+        Some("hash".to_owned()),
+        "taken by the script"
+    );
+    assert!(freed_by_the_drop(&server, guard));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_guard_is_released_after_the_server_lost_its_scripts() {
+    let server = RedisServer::start();
+    let manager = LockManager::redis(&server.url()).await.expect("manager");
+    let guard = manager
+        .acquire("flushed", &LockOptions::exclusive())
+        .await
+        .expect("acquire");
+    let loads = server.command_calls("script|load");
+    server.cmd(&["SCRIPT", "FLUSH"]);
+    drop(guard);
+    let key = redis_key("flushed");
+    let freed = eventually(GENEROUS, || {
+        server.cmd(&["EXISTS", &key]).as_int() == Some(0)
+    })
+    .await;
+    assert!(freed, "the release ran again once its script was loaded");
+    assert!(server.command_calls("script|load") > loads);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_guard_hands_its_lock_to_a_waiter_of_its_own_process() {
+    let server = RedisServer::start();
+    // without cohorts, a waiter of the same process queues in Redis, and the release's answer
+    // carries its grant
+    let builder = LockManager::builder().redis(server.url()).local_handoffs(0);
+    let manager = builder.build().await.expect("manager");
+    let opts = LockOptions::fair().wait_timeout(GENEROUS);
+    let held = manager.acquire("handed", &opts).await.expect("acquire");
+    let token = held.fencing_token();
+    let next = {
+        let manager = manager.clone();
+        tokio::spawn(async move { manager.acquire("handed", &opts).await })
+    };
+    let queue = redis_key("handed") + ":ql";
+    let queued = eventually(GENEROUS, || {
+        server.cmd(&["LLEN", &queue]).as_int() == Some(1)
+    })
+    .await;
+    assert!(queued, "the second request queued");
+    let publishes = server.command_calls("publish");
+    drop(held);
+    let next = next.await.expect("waiting task").expect("acquire");
+    assert!(next.fencing_token() > token);
+    assert_eq!(
+        server.command_calls("publish"),
+        publishes,
+        "the grant came in the release's answer, not by message"
+    );
+}
