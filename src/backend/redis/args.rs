@@ -1,10 +1,10 @@
 //! How the scripts' arguments are spelled: flags and milliseconds, as Redis reads them.
 
-use std::io::Write;
 use std::time::Duration;
 
 use redis::{RedisWrite, ToRedisArgs};
 
+use super::packed::write_joined;
 use crate::ids::decimal;
 
 /// A flag argument: `"1"` or `"0"`.
@@ -38,14 +38,7 @@ pub(crate) struct GrantArgs<'a> {
 impl ToRedisArgs for GrantArgs<'_> {
     fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
         let mut digits = [0u8; 20];
-        let mut arg = out.writer_for_next_arg();
-        // the writer is the command's buffer, which takes every byte
-        for part in [
-            decimal(self.claim_ms, &mut digits),
-            b" ",
-            self.prefix.as_bytes(),
-        ] {
-            let _ = arg.write_all(part);
-        }
+        let ms = decimal(self.claim_ms, &mut digits);
+        write_joined(out, &[ms, b" ", self.prefix.as_bytes()]);
     }
 }

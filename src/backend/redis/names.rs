@@ -6,10 +6,11 @@
 //! changed here changes there too.
 
 use std::fmt;
-use std::io::Write;
 
 use redis::{RedisWrite, ToRedisArgs};
 use sha2::{Digest, Sha256};
+
+use super::packed::write_joined;
 
 /// Escaped names longer than this are stored under `#` + the hex SHA-256 of the name.
 const MAX_ESCAPED_LEN: usize = 200;
@@ -69,11 +70,8 @@ pub(crate) struct Suffixed<'a> {
 
 impl ToRedisArgs for Suffixed<'_> {
     fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
-        let mut arg = out.writer_for_next_arg();
-        for part in [self.lock, self.suffix, self.tail] {
-            // the writer is the command's buffer, which takes every byte
-            let _ = arg.write_all(part.as_bytes());
-        }
+        let parts = [self.lock, self.suffix, self.tail];
+        write_joined(out, &parts.map(str::as_bytes));
     }
 }
 

@@ -104,12 +104,19 @@ const HEADER_ROOM: usize = 23;
 
 /// The line that gives a word's length, `len` bytes, written at the end of `room`.
 fn word_header(len: usize, room: &mut [u8; HEADER_ROOM]) -> &[u8] {
-    let mut digits = [0u8; 20];
-    let digits = crate::ids::decimal(len as u64, &mut digits);
-    let start = HEADER_ROOM - digits.len() - 3;
-    room[start] = b'$';
-    room[start + 1..HEADER_ROOM - 2].copy_from_slice(digits);
     room[HEADER_ROOM - 2..].copy_from_slice(b"\r\n");
+    let mut start = HEADER_ROOM - 2;
+    let mut rest = len;
+    loop {
+        start -= 1;
+        room[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    start -= 1;
+    room[start] = b'$';
     &room[start..]
 }
 
@@ -133,6 +140,30 @@ impl RedisWrite for Packed {
             start,
         }
     }
+}
+
+/// The longest word [`write_joined`] joins on the stack.
+const JOINED_ROOM: usize = 256;
+
+/// Write one word made of `parts` to `out`. Joined on the stack where it fits, it is written
+/// whole: a word written in pieces needs room made for its length, and a move once that is
+/// known.
+pub(crate) fn write_joined<W: ?Sized + RedisWrite>(out: &mut W, parts: &[&[u8]]) {
+    let mut word = [0u8; JOINED_ROOM];
+    let mut len = 0;
+    for part in parts {
+        let Some(room) = word.get_mut(len..len + part.len()) else {
+            let mut arg = out.writer_for_next_arg();
+            for part in parts {
+                // the writer is the command's buffer, which takes every byte
+                let _ = io::Write::write_all(&mut arg, part);
+            }
+            return;
+        };
+        room.copy_from_slice(part);
+        len += part.len();
+    }
+    out.write_arg(&word[..len]);
 }
 
 /// Writes one word in pieces; its length goes before it when it is dropped.
@@ -227,6 +258,18 @@ mod tests {
         assert_eq!(packed.bytes(), packed_by_redis(&expected));
         assert_eq!(packed.len(), 3);
         assert_eq!(packed_by_redis(&packed.cmds()), packed.bytes());
+    }
+
+    #[test]
+    fn a_joined_word_is_one_word_whatever_its_length() {
+        for tail in ["", &"x".repeat(300)] {
+            let mut packed = Packed::default();
+            packed.command("GET");
+            write_joined(&mut packed, &[b"{tower-lock:k}", b":f", tail.as_bytes()]);
+            let mut get = redis::cmd("GET");
+            get.arg(format!("{{tower-lock:k}}:f{tail}"));
+            assert_eq!(packed.bytes(), get.get_packed_command());
+        }
     }
 
     #[test]
