@@ -92,17 +92,23 @@ pub(crate) fn marked(mark: &str, prefix: &str, separator: char, n: u64) -> Arc<s
 
 /// `n` in decimal, written at the end of `digits`.
 pub(crate) fn decimal(n: u64, digits: &mut [u8; 20]) -> &[u8] {
-    let mut start = digits.len();
+    let start = decimal_before(n, digits, 20);
+    &digits[start..]
+}
+
+/// `n` in decimal, written into `buf` to end just before `end`: where it starts. `buf` has room
+/// for every digit.
+pub(crate) fn decimal_before(n: u64, buf: &mut [u8], end: usize) -> usize {
+    let mut start = end;
     let mut rest = n;
     loop {
         start -= 1;
-        digits[start] = b'0' + (rest % 10) as u8;
+        buf[start] = b'0' + (rest % 10) as u8;
         rest /= 10;
         if rest == 0 {
-            break;
+            return start;
         }
     }
-    &digits[start..]
 }
 
 /// `parts` (whole strings and chars) one after another as a shared string, written through a

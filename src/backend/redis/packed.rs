@@ -105,17 +105,7 @@ const HEADER_ROOM: usize = 23;
 /// The line that gives a word's length, `len` bytes, written at the end of `room`.
 fn word_header(len: usize, room: &mut [u8; HEADER_ROOM]) -> &[u8] {
     room[HEADER_ROOM - 2..].copy_from_slice(b"\r\n");
-    let mut start = HEADER_ROOM - 2;
-    let mut rest = len;
-    loop {
-        start -= 1;
-        room[start] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    start -= 1;
+    let start = crate::ids::decimal_before(len as u64, room, HEADER_ROOM - 2) - 1;
     room[start] = b'$';
     &room[start..]
 }
