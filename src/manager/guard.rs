@@ -1,5 +1,5 @@
 //! `LockGuard`: proof of holding a lock, its fencing token and lost-lease signal; and `Releaser`, its
-//! release half, which releases the lock now or, when the guard is dropped, in the background.
+//! release half, which releases the lock now or, when the guard is dropped, without waiting.
 
 use std::sync::Arc;
 
@@ -52,7 +52,8 @@ impl LockInfo {
 }
 
 /// A held lock. Release it with [`LockGuard::release`] to learn whether the lease held to the end;
-/// dropping the guard releases it in the background.
+/// dropping the guard releases it without waiting: the release is sent at once, and nobody waits
+/// for its answer.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -165,7 +166,8 @@ impl Releaser {
         }
     }
 
-    /// Release without waiting (from `Drop`): the watchdog task sends it.
+    /// Release without waiting (from `Drop`): sent at once where the backend can, else by the
+    /// watchdog task.
     pub(crate) fn release_in_background(self, lost: bool) {
         let Some(hold) = self.shared.live.take(self.number) else {
             return; // the shutdown released it

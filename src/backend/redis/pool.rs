@@ -249,9 +249,7 @@ impl CommandPool {
         *lock(slot) = Some(fresh);
         Ok(found)
     }
-}
 
-impl CommandPool {
     /// The link that carries the commands of the lock that hashes to `hint`, with the flag to
     /// mark it broken, when it is open now; `None` for a connection still to open, redis-rs's
     /// (TLS, a Unix socket), a user's pool and a cluster.
