@@ -94,7 +94,8 @@ impl<A: Send + 'static> Detached<A> {
     fn settle(self, answer: RedisResult<Value>) {
         crate::telemetry::redis_call(answer.is_ok(), self.started.elapsed());
         match answer.and_then(Value::extract_error) {
-            Ok(Value::Int(left)) if !made_a_hash(&Value::Int(left)) => {}
+            // the holds left, or -1: the lock was not held (any more); nothing else to do
+            Ok(answer @ Value::Int(_)) if !made_a_hash(&answer) => {}
             Err(err) if !lost_script(&err) => {
                 self.broken.check(&err);
                 let lock = &*self.id;
