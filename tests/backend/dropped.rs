@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tower_lock::{LockGuard, LockManager, LockOptions};
 
+use crate::support::logs::{self, Warnings};
 use crate::support::{eventually, wait_until, RedisServer, GENEROUS};
 
 /// Redis's name of the lock `key`.
@@ -117,4 +118,36 @@ async fn a_dropped_guard_hands_its_lock_to_a_waiter_of_its_own_process() {
         publishes,
         "the grant came in the release's answer, not by message"
     );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_dropped_guard_whose_connection_died_is_logged_and_the_next_command_reconnects() {
+    // the link's reader settles the release on this thread: its warning is seen here
+    let (subscriber, warnings) = Warnings::new();
+    let _logs = logs::set_thread_default(subscriber);
+    let server = RedisServer::start();
+    let manager = LockManager::redis(&server.url()).await.expect("manager");
+    let guard = manager
+        .acquire("killed", &LockOptions::exclusive())
+        .await
+        .expect("acquire");
+    let killed = server.cmd(&["CLIENT", "KILL", "TYPE", "normal"]).as_int();
+    assert!(killed >= Some(1), "the command connection was killed");
+    // whether the link learns of the close before the release or from it, the release fails
+    // (the lease, 30 s, needs no renewal meanwhile)
+    drop(guard);
+    let warned = eventually(GENEROUS, || {
+        let lines = warnings.lock().unwrap_or_else(|p| p.into_inner());
+        lines.iter().any(|line| line.contains("release failed"))
+    })
+    .await;
+    assert!(warned, "the failed release was logged");
+    // the lock runs out with its lease; the next command goes on a fresh connection
+    let ttl = server.cmd(&["PTTL", &redis_key("killed")]).as_int();
+    assert!(ttl.is_some_and(|ms| ms > 0), "still held: {ttl:?}");
+    let other = manager
+        .try_acquire("other", &LockOptions::exclusive())
+        .await
+        .expect("a command after the failed release");
+    assert!(other.is_some());
 }
