@@ -43,14 +43,23 @@ struct OutsideCount {
 }
 
 /// One piece of work that runs outside the queue (a release the connection's reader settles):
-/// the queue's end waits for it until it is dropped.
+/// the queue's end waits for it until it is dropped. It is a handle to the queue as well, for the
+/// rest of that work.
 #[derive(Debug)]
-pub(crate) struct Outside(Arc<OutsideCount>);
+pub(crate) struct Outside(Background);
+
+impl Outside {
+    /// The queue, for what the work leaves to finish in the background.
+    pub(crate) fn background(&self) -> &Background {
+        &self.0
+    }
+}
 
 impl Drop for Outside {
     fn drop(&mut self) {
-        if self.0.running.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.none_left.notify_waiters();
+        let count = &self.0.outside;
+        if count.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            count.none_left.notify_waiters();
         }
     }
 }
@@ -76,7 +85,7 @@ impl Background {
     /// sends here before that is finished too.
     pub(crate) fn outside(&self) -> Outside {
         self.outside.running.fetch_add(1, Ordering::AcqRel);
-        Outside(self.outside.clone())
+        Outside(self.clone())
     }
 }
 

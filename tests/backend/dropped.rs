@@ -13,6 +13,11 @@ fn redis_key(key: &str) -> String {
     format!("{{tower-lock:{key}}}")
 }
 
+/// Whether Redis answers `command` with `answer` within [`GENEROUS`], asked again and again.
+async fn answers(server: &RedisServer, command: &[&str], answer: i64) -> bool {
+    eventually(GENEROUS, || server.cmd(command).as_int() == Some(answer)).await
+}
+
 /// Drop `guard`, then wait for Redis to see its lock free while blocking the thread: on a
 /// current-thread runtime no task runs meanwhile, so only the drop itself can have released it.
 fn freed_by_the_drop(server: &RedisServer, guard: LockGuard) -> bool {
@@ -53,10 +58,7 @@ async fn a_dropped_guard_of_a_lock_taken_by_script_is_released_by_the_drop_itsel
     });
     // the waiter's first attempt finds the lock busy; its next one runs the script
     let waiters = redis_key("scripted") + ":w";
-    let recorded = eventually(GENEROUS, || {
-        server.cmd(&["EXISTS", &waiters]).as_int() == Some(1)
-    })
-    .await;
+    let recorded = answers(&server, &["EXISTS", &waiters], 1).await;
     assert!(recorded, "the waiter was recorded");
     held.release().await.expect("release");
     let (_waiter, guard) = waiting.await.expect("waiting task");
@@ -81,10 +83,7 @@ async fn a_dropped_guard_is_released_after_the_server_lost_its_scripts() {
     server.cmd(&["SCRIPT", "FLUSH"]);
     drop(guard);
     let key = redis_key("flushed");
-    let freed = eventually(GENEROUS, || {
-        server.cmd(&["EXISTS", &key]).as_int() == Some(0)
-    })
-    .await;
+    let freed = answers(&server, &["EXISTS", &key], 0).await;
     assert!(freed, "the release ran again once its script was loaded");
     assert!(server.command_calls("script|load") > loads);
 }
@@ -104,10 +103,7 @@ async fn a_dropped_guard_hands_its_lock_to_a_waiter_of_its_own_process() {
         tokio::spawn(async move { manager.acquire("handed", &opts).await })
     };
     let queue = redis_key("handed") + ":ql";
-    let queued = eventually(GENEROUS, || {
-        server.cmd(&["LLEN", &queue]).as_int() == Some(1)
-    })
-    .await;
+    let queued = answers(&server, &["LLEN", &queue], 1).await;
     assert!(queued, "the second request queued");
     let publishes = server.command_calls("publish");
     drop(held);

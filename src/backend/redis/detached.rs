@@ -14,7 +14,7 @@ use super::plain::{last_handed_out, made_a_hash, PlainHold};
 use super::pool::BrokenFlag;
 use super::{slot_hint, RedisBackend};
 use crate::backend::ToRelease;
-use crate::background::Background;
+use crate::background::{Background, Outside};
 use crate::ids::OwnerId;
 use crate::waiters::LockId;
 
@@ -33,7 +33,8 @@ struct Detached<A> {
     owner: OwnerId,
     sent: Sent,
     broken: BrokenFlag,
-    background: Background,
+    /// Counts the release as background work until it is done, and takes what it leaves to do.
+    outside: Outside,
     started: Instant,
     /// Dropped once the release is done (a cohort's succession).
     after: A,
@@ -73,17 +74,13 @@ impl RedisBackend {
             owner: owner.clone(),
             sent,
             broken,
-            background: background.clone(),
+            outside: background.outside(),
             started: Instant::now(),
             after,
         };
-        let outside = background.outside();
         link.send_packed_then(
             call.packed(),
-            Box::new(move |answer| {
-                detached.settle(answer);
-                drop(outside);
-            }),
+            Box::new(move |answer| detached.settle(answer)),
         );
         Ok(())
     }
@@ -98,8 +95,7 @@ impl<A: Send + 'static> Detached<A> {
             Ok(answer @ Value::Int(_)) if !made_a_hash(&answer) => {}
             Err(err) if !lost_script(&err) => {
                 self.broken.check(&err);
-                let lock = &*self.id;
-                tracing::warn!(lock, error = %err, "background lock release failed; the lease will run out");
+                failed(&self.id, &err);
             }
             answer => self.finish_in_background(answer),
         }
@@ -108,7 +104,7 @@ impl<A: Send + 'static> Detached<A> {
     /// The rest of the release: its grants handed over, the hash a re-entry made released, or
     /// the whole call made again (the server lost the script, which the call loads first).
     fn finish_in_background(self, answer: RedisResult<Value>) {
-        let background = self.background.clone();
+        let background = self.outside.background().clone();
         background.finish(async move {
             let Detached {
                 backend,
@@ -116,11 +112,14 @@ impl<A: Send + 'static> Detached<A> {
                 owner,
                 sent,
                 after,
+                outside,
                 ..
             } = self;
             let finished = match (answer, sent) {
                 (Ok(answer), Sent::Plain(hold, _)) => {
-                    backend.plain_released(&id, &owner, hold.token, answer).await
+                    backend
+                        .plain_released(&id, &owner, hold.token, answer)
+                        .await
                 }
                 (Ok(answer), Sent::Hash(_)) => backend.released(&id, answer).await,
                 (Err(_), Sent::Plain(hold, last)) => {
@@ -129,12 +128,18 @@ impl<A: Send + 'static> Detached<A> {
                 (Err(_), Sent::Hash(token)) => backend.release_hash(&id, &owner, token).await,
             };
             if let Err(err) = finished {
-                let lock = &*id;
-                tracing::warn!(lock, error = %err, "background lock release failed; the lease will run out");
+                failed(&id, &*err);
             }
             drop(after);
+            drop(outside);
         });
     }
+}
+
+/// Log a release of lock `id` that failed: its lease runs out.
+fn failed(id: &LockId, err: &dyn std::fmt::Display) {
+    let lock = &**id;
+    tracing::warn!(lock, error = %err, "background lock release failed; the lease will run out");
 }
 
 /// Whether `err` says the server lost the script (restarted, or its cache was flushed).
