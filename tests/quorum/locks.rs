@@ -79,6 +79,9 @@ async fn reentry_renewal_on_every_master_and_loss_when_a_majority_is_gone() {
     let opts = LockOptions::exclusive();
     let owner = m.owner();
     let g1 = owner.acquire("re", &opts).await.unwrap();
+    // a majority decided the acquisition; the third grant may land after, and the other
+    // manager's attempt below must not reach that master first (it would hold 2 of 3, rightly)
+    assert!(eventually(Duration::from_secs(5), || masters.holding("re") == 3).await);
     let g2 = owner.acquire("re", &opts).await.unwrap();
     assert_eq!(
         g1.fencing_token(),
