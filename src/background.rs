@@ -127,7 +127,11 @@ impl BackgroundQueue {
                 }
                 continue;
             }
-            none_left.await;
+            // work outside may send its rest here before it ends (and ends only with that rest)
+            tokio::select! {
+                () = &mut none_left => {}
+                Some(work) = self.rx.recv() => running.start(work),
+            }
         }
     }
 }
@@ -264,6 +268,28 @@ mod tests {
             drop(outside);
         });
         queue.finish_all(Running::default()).await;
+        assert_eq!(received.try_recv(), Ok("done"));
+    }
+
+    #[tokio::test]
+    async fn finish_all_runs_the_rest_that_carries_its_outside_mark() {
+        let (background, mut queue) = Background::new();
+        let outside = background.outside();
+        drop(background);
+        let (sent, mut received) = oneshot::channel();
+        tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            // the mark ends only with the rest it sends (a release whose answer asks for more)
+            let rest = outside.background().clone();
+            rest.finish(async move {
+                let _ = sent.send("done");
+                drop(outside);
+            });
+        });
+        let finished = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            queue.finish_all(Running::default()).await;
+        });
+        assert!(finished.await.is_ok(), "the queue's end waited for nothing");
         assert_eq!(received.try_recv(), Ok("done"));
     }
 }

@@ -147,3 +147,27 @@ async fn a_dropped_guard_whose_connection_died_is_logged_and_the_next_command_re
         .expect("a command after the failed release");
     assert!(other.is_some());
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_shutdown_finishes_the_release_of_a_dropped_guard_whose_script_was_lost() {
+    let server = RedisServer::start();
+    let manager = LockManager::redis(&server.url()).await.expect("manager");
+    let guard = manager
+        .acquire("flushed-at-shutdown", &LockOptions::exclusive())
+        .await
+        .expect("acquire");
+    server.cmd(&["SCRIPT", "FLUSH"]);
+    // the release goes out with the drop; its answer (NOSCRIPT) comes while the shutdown waits,
+    // and asks the background task to make the call again
+    drop(guard);
+    tokio::time::timeout(GENEROUS, manager.shutdown())
+        .await
+        .expect("the shutdown ends")
+        .expect("shutdown");
+    let key = redis_key("flushed-at-shutdown");
+    assert_eq!(
+        server.cmd(&["EXISTS", &key]).as_int(),
+        Some(0),
+        "the shutdown freed the lock"
+    );
+}

@@ -33,11 +33,12 @@ struct Detached<A> {
     owner: OwnerId,
     sent: Sent,
     broken: BrokenFlag,
-    /// Counts the release as background work until it is done, and takes what it leaves to do.
-    outside: Outside,
     started: Instant,
-    /// Dropped once the release is done (a cohort's succession).
+    /// Dropped once the release is done (a cohort's succession), before `outside`.
     after: A,
+    /// Counts the release as background work until it is done, and takes what it leaves to do.
+    /// Declared last: dropped last, so that the shutdown waits for the succession too.
+    outside: Outside,
 }
 
 impl RedisBackend {
@@ -74,9 +75,9 @@ impl RedisBackend {
             owner: owner.clone(),
             sent,
             broken,
-            outside: background.outside(),
             started: Instant::now(),
             after,
+            outside: background.outside(),
         };
         link.send_packed_then(
             call.packed(),
