@@ -6,6 +6,7 @@ use std::time::Duration;
 use tower_lock::{LockGuard, LockManager, LockOptions};
 
 use crate::support::logs::{self, Warnings};
+use crate::support::proxy::Proxy;
 use crate::support::{eventually, wait_until, RedisServer, GENEROUS};
 
 /// Redis's name of the lock `key`.
@@ -170,4 +171,39 @@ async fn a_shutdown_finishes_the_release_of_a_dropped_guard_whose_script_was_los
         Some(0),
         "the shutdown freed the lock"
     );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_dropped_guards_release_unanswered_within_the_command_timeout_gives_up() {
+    // the link's reader settles the release on this thread: its warning is seen here
+    let (subscriber, warnings) = Warnings::new();
+    let _logs = logs::set_thread_default(subscriber);
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let manager = LockManager::builder()
+        .redis(proxy.url())
+        .command_timeout(Duration::from_millis(300))
+        .build()
+        .await
+        .expect("manager");
+    let guard = manager
+        .acquire("unanswered", &LockOptions::exclusive())
+        .await
+        .expect("acquire");
+    proxy.blackhole();
+    drop(guard);
+    // no answer comes while the network drops everything: the release gives up at its timeout,
+    // as a caller's timer would, and marks its connection broken
+    let warned = eventually(Duration::from_secs(3), || {
+        let lines = warnings.lock().unwrap_or_else(|p| p.into_inner());
+        lines.iter().any(|line| line.contains("release failed"))
+    })
+    .await;
+    assert!(warned, "the release gave up within the command timeout");
+    proxy.heal();
+    let other = manager
+        .try_acquire("other", &LockOptions::exclusive())
+        .await
+        .expect("a command after the release gave up");
+    assert!(other.is_some());
 }

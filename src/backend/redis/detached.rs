@@ -1,9 +1,10 @@
 //! A release nobody waits for (a guard dropped): written on its lock's link at once, its answer
-//! settled by the link's reader. Sent through the background task instead, each release woke
-//! that task twice (once for the release, once for its answer), often across threads
-//! (BENCHMARKS.md, "A release without a task"). The rare rest of a release (grants for waiters
-//! of this process, a plain lock a re-entry made a hash, a script the server lost) goes to the
-//! background task.
+//! settled by the link's reader, or a timeout by the same reader once the command timeout has
+//! passed (the connection is then marked broken, as a caller's timer would mark it). Sent
+//! through the background task instead, each release woke that task twice (once for the
+//! release, once for its answer), often across threads (BENCHMARKS.md, "A release without a
+//! task"). The rare rest of a release (grants for waiters of this process, a plain lock a
+//! re-entry made a hash, a script the server lost) goes to the background task.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -82,6 +83,7 @@ impl RedisBackend {
         link.send_packed_then(
             call.packed(),
             Box::new(move |answer| detached.settle(answer)),
+            self.timeout,
         );
         Ok(())
     }

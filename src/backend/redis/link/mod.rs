@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::{Cmd, Pipeline, RedisConnectionInfo, RedisError, RedisResult, Value};
 use tokio::net::tcp::OwnedWriteHalf;
@@ -56,6 +56,8 @@ struct Outbox {
     waiting: VecDeque<Waiter>,
     /// Why the link failed: every later command fails at once with it.
     failed: Option<Failure>,
+    /// A waiter has a deadline, which the reader watches (or must start watching).
+    timed: bool,
     /// Every handle is gone.
     closed: bool,
 }
@@ -82,12 +84,18 @@ struct Waiter {
     count: usize,
     values: Vec<Value>,
     reply: Reply,
+    /// When the reader gives up on the answer (a settled command: a caller that waits keeps a
+    /// timer of its own).
+    deadline: Option<Instant>,
 }
 
 enum Reply {
     One(oneshot::Sender<RedisResult<Value>>),
     Many(oneshot::Sender<RedisResult<Vec<Value>>>),
     Settle(Settle),
+    /// A settled command past its deadline: its settle had the timeout; the answer, should it
+    /// still come, is dropped.
+    Expired,
 }
 
 /// What takes a command's answer in the reader task, for a caller that does not wait for it.
@@ -111,6 +119,7 @@ impl Waiter {
             Reply::One(reply) => drop(reply.send(self.values.pop().ok_or_else(no_answer))),
             Reply::Many(reply) => drop(reply.send(Ok(self.values))),
             Reply::Settle(settle) => settle(self.values.pop().ok_or_else(no_answer)),
+            Reply::Expired => {}
         }
     }
 
@@ -119,6 +128,23 @@ impl Waiter {
             Reply::One(reply) => drop(reply.send(Err(failure.error()))),
             Reply::Many(reply) => drop(reply.send(Err(failure.error()))),
             Reply::Settle(settle) => settle(Err(failure.error())),
+            Reply::Expired => {}
+        }
+    }
+
+    /// The settle of a command past its deadline at `now`, taken out (the answer, should it
+    /// still come, is dropped).
+    fn expire(&mut self, now: Instant) -> Option<Settle> {
+        if self.deadline.is_none_or(|deadline| deadline > now) {
+            return None;
+        }
+        self.deadline = None;
+        match std::mem::replace(&mut self.reply, Reply::Expired) {
+            Reply::Settle(settle) => Some(settle),
+            other => {
+                self.reply = other;
+                None
+            }
         }
     }
 }
@@ -212,15 +238,17 @@ impl Link {
     }
 
     /// Send `packed`, one command, and have `settle` take its answer (or the link's failure) in
-    /// the reader task. A caller that does not wait for the answer (a release from `Drop`) then
-    /// needs no task of its own to wait in.
-    pub(crate) fn send_packed_then(&self, packed: &Packed, settle: Settle) {
+    /// the reader task; or a timeout error once `timeout` has passed without an answer, as a
+    /// caller's timer would give it. A caller that does not wait for the answer (a release from
+    /// `Drop`) then needs no task of its own to wait in.
+    pub(crate) fn send_packed_then(&self, packed: &Packed, settle: Settle, timeout: Duration) {
         debug_assert_eq!(packed.len(), 1, "one command");
         let waiter = Waiter {
             skip: 0,
             count: 1,
             values: Vec::new(),
             reply: Reply::Settle(settle),
+            deadline: Some(Instant::now() + timeout),
         };
         // a failed link has settled it already
         let _ = self.send(|out| out.extend_from_slice(packed.bytes()), waiter);
@@ -252,6 +280,7 @@ impl Link {
             count: 1,
             values: Vec::new(),
             reply: Reply::One(reply),
+            deadline: None,
         };
         self.send(write, waiter)?;
         answer.await.unwrap_or_else(|_| Err(stopped()))
@@ -273,6 +302,7 @@ impl Link {
             count,
             values: Vec::with_capacity(count),
             reply: Reply::Many(reply),
+            deadline: None,
         };
         self.send(write, waiter)?;
         answer.await.unwrap_or_else(|_| Err(stopped()))
@@ -284,7 +314,7 @@ impl Link {
     ///
     /// A lone command goes out without a hop to another task. On a busy link a system call per
     /// command would cost more than the hop: the reader task writes whatever came by the time it
-    /// runs, in one call.
+    /// runs, in one call. A waiter with a deadline wakes the reader only when it watches none.
     fn send(&self, write: impl FnOnce(&mut Vec<u8>), waiter: Waiter) -> RedisResult<()> {
         let shared = &self.0 .0;
         let mut outbox = lock(&shared.outbox);
@@ -293,18 +323,22 @@ impl Link {
             waiter.fail(&failure);
             return Err(failure.error());
         }
+        let watch = waiter.deadline.is_some() && !std::mem::replace(&mut outbox.timed, true);
         outbox.waiting.push_back(waiter);
         let busy = shared.unanswered.fetch_add(1, Ordering::Relaxed) > 0;
         let bytes_wait = !outbox.unsent.is_empty();
         write(&mut outbox.unsent);
-        if outbox.writing || bytes_wait {
+        let wake = if outbox.writing || bytes_wait {
             // written after the bytes ahead of it, by whoever writes those
-            return Ok(());
-        }
-        if busy {
             drop(outbox);
-            shared.wake.notify_one();
-        } else if !writer::write_out(shared, outbox) {
+            false
+        } else if busy {
+            drop(outbox);
+            true
+        } else {
+            !writer::write_out(shared, outbox)
+        };
+        if wake || watch {
             shared.wake.notify_one();
         }
         Ok(())

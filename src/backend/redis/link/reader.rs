@@ -1,16 +1,18 @@
 //! A link's reader task: it reads the answers and hands each to its caller, writes what the socket
-//! did not take at once, and fails every caller still waiting when the connection fails or closes.
+//! did not take at once, gives a settled command that waited past its deadline a timeout, and
+//! fails every caller still waiting when the connection fails or closes.
 
 use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
-use redis::Value;
+use redis::{RedisError, Value};
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::OwnedReadHalf;
 
-use super::{lock, resp, writer, Failure, Shared, Waiter};
+use super::{lock, resp, writer, Failure, Outbox, Settle, Shared, Waiter};
 
 /// Room made in the read buffer before each read: a lock's answers are short.
 const CHUNK: usize = 8 * 1024;
@@ -43,14 +45,27 @@ async fn run(
     reading: &mut VecDeque<Waiter>,
 ) -> Result<(), Failure> {
     let mut answers = Vec::with_capacity(CHUNK);
+    // the deadline watched, when a settled command waits
+    let timer = tokio::time::sleep(std::time::Duration::ZERO);
+    tokio::pin!(timer);
+    let mut watching = false;
     loop {
         let unsent = {
-            let outbox = lock(&shared.outbox);
+            let mut outbox = lock(&shared.outbox);
             if let Some(failure) = &outbox.failed {
                 return Err(failure.clone());
             }
             if outbox.closed {
                 return Ok(());
+            }
+            if outbox.timed && !watching {
+                match earliest_deadline(reading, &outbox) {
+                    Some(deadline) => {
+                        timer.as_mut().reset(deadline.into());
+                        watching = true;
+                    }
+                    None => outbox.timed = false,
+                }
             }
             // bytes the socket did not take, which no caller is writing
             !outbox.unsent.is_empty() && !outbox.writing
@@ -74,8 +89,36 @@ async fn run(
                 }
             }
             () = shared.wake.notified() => {}
+            () = &mut timer, if watching => {
+                watching = false;
+                for settle in expire_overdue(shared, reading) {
+                    settle(Err(too_late()));
+                }
+            }
         }
     }
+}
+
+/// The earliest deadline of a command still waiting for its answer.
+fn earliest_deadline(reading: &VecDeque<Waiter>, outbox: &Outbox) -> Option<Instant> {
+    let waiters = reading.iter().chain(&outbox.waiting);
+    waiters.filter_map(|waiter| waiter.deadline).min()
+}
+
+/// Take the settles of the commands past their deadline; the reader watches the deadlines left.
+fn expire_overdue(shared: &Shared, reading: &mut VecDeque<Waiter>) -> Vec<Settle> {
+    let now = Instant::now();
+    let mut outbox = lock(&shared.outbox);
+    let waiters = reading.iter_mut().chain(outbox.waiting.iter_mut());
+    let overdue = waiters.filter_map(|waiter| waiter.expire(now)).collect();
+    outbox.timed = earliest_deadline(reading, &outbox).is_some();
+    overdue
+}
+
+/// What a settled command past its deadline gets: a timeout, as a caller's timer would give.
+fn too_late() -> RedisError {
+    let why = "Redis did not answer within the command timeout";
+    io::Error::new(io::ErrorKind::TimedOut, why).into()
 }
 
 /// Hand out every whole answer in `answers`, and keep the part of one that is still coming.
