@@ -207,3 +207,28 @@ async fn a_dropped_guards_release_unanswered_within_the_command_timeout_gives_up
         .expect("a command after the release gave up");
     assert!(other.is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_timeout_too_long_to_count_never_times_out_a_release_or_a_wait() {
+    let server = RedisServer::start();
+    // `Duration::MAX`: commands never time out; deadlines that overflow are none, not a panic
+    let builder = LockManager::builder()
+        .redis(server.url())
+        .command_timeout(Duration::MAX)
+        .local_handoffs(0);
+    let manager = builder.build().await.expect("manager");
+    let opts = LockOptions::fair().wait_timeout(GENEROUS);
+    let held = manager.acquire("forever", &opts).await.expect("acquire");
+    // without cohorts, the second request queues in Redis by script
+    let next = {
+        let manager = manager.clone();
+        tokio::spawn(async move { manager.acquire("forever", &opts).await })
+    };
+    let queue = redis_key("forever") + ":ql";
+    assert!(answers(&server, &["LLEN", &queue], 1).await, "queued");
+    drop(held);
+    let next = next.await.expect("the waiting task").expect("acquire");
+    let key = redis_key("forever");
+    drop(next);
+    assert!(answers(&server, &["EXISTS", &key], 0).await, "released");
+}

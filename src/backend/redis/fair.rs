@@ -19,7 +19,8 @@ impl RedisBackend {
         req: &AcquireRequest<'_>,
     ) -> Result<Attempt, BoxError> {
         let mut plain = self.plain_hold(req.id, req.owner);
-        let deadline = tokio::time::Instant::now() + self.timeout;
+        // none for a timeout too long to count (`Duration::MAX`: never)
+        let deadline = tokio::time::Instant::now().checked_add(self.timeout);
         loop {
             let call = self.fair_acquire_call(req, plain.as_ref());
             let answer: Value = self
@@ -30,7 +31,7 @@ impl RedisBackend {
                 // before this one on the same connection, and is being read (or its hold is
                 // being undone, which frees the lock). Look again shortly, with its token if
                 // known by then.
-                if tokio::time::Instant::now() >= deadline {
+                if deadline.is_some_and(|deadline| tokio::time::Instant::now() >= deadline) {
                     return Err("the owner's plain hold of the lock was never answered".into());
                 }
                 tokio::time::sleep(PLAIN_TOKEN_WAIT).await;

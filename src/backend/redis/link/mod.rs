@@ -14,12 +14,13 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::{Cmd, Pipeline, RedisConnectionInfo, RedisError, RedisResult, Value};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify};
+use tokio::time::Instant;
 
 use super::packed::Packed;
 
@@ -248,7 +249,8 @@ impl Link {
             count: 1,
             values: Vec::new(),
             reply: Reply::Settle(settle),
-            deadline: Some(Instant::now() + timeout),
+            // none for a timeout too long to count (`Duration::MAX`: never)
+            deadline: Instant::now().checked_add(timeout),
         };
         // a failed link has settled it already
         let _ = self.send(|out| out.extend_from_slice(packed.bytes()), waiter);

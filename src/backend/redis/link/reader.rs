@@ -6,11 +6,11 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
 
 use redis::{RedisError, Value};
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::OwnedReadHalf;
+use tokio::time::Instant;
 
 use super::{lock, resp, writer, Failure, Outbox, Settle, Shared, Waiter};
 
@@ -61,7 +61,7 @@ async fn run(
             if outbox.timed && !watching {
                 match earliest_deadline(reading, &outbox) {
                     Some(deadline) => {
-                        timer.as_mut().reset(deadline.into());
+                        timer.as_mut().reset(deadline);
                         watching = true;
                     }
                     None => outbox.timed = false,
@@ -88,13 +88,14 @@ async fn run(
                     writer::write_out(shared, outbox);
                 }
             }
-            () = shared.wake.notified() => {}
             () = &mut timer, if watching => {
                 watching = false;
                 for settle in expire_overdue(shared, reading) {
                     settle(Err(too_late()));
                 }
             }
+            // last: sends on a busy link wake the reader often, and must not hold off the timer
+            () = shared.wake.notified() => {}
         }
     }
 }
