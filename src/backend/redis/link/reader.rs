@@ -4,13 +4,14 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use redis::{RedisError, Value};
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::OwnedReadHalf;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use super::{lock, resp, writer, Failure, Outbox, Settle, Shared, Waiter};
 
@@ -59,13 +60,7 @@ async fn run(
                 return Ok(());
             }
             if outbox.timed && !watching {
-                match earliest_deadline(reading, &outbox) {
-                    Some(deadline) => {
-                        timer.as_mut().reset(deadline);
-                        watching = true;
-                    }
-                    None => outbox.timed = false,
-                }
+                watching = watch(&mut outbox, reading, timer.as_mut());
             }
             // bytes the socket did not take, which no caller is writing
             !outbox.unsent.is_empty() && !outbox.writing
@@ -90,14 +85,23 @@ async fn run(
             }
             () = &mut timer, if watching => {
                 watching = false;
-                for settle in expire_overdue(shared, reading) {
-                    settle(Err(too_late()));
-                }
+                expire_overdue(shared, reading);
             }
             // last: sends on a busy link wake the reader often, and must not hold off the timer
             () = shared.wake.notified() => {}
         }
     }
+}
+
+/// Set `timer` to the earliest deadline of the commands waiting; false, and no deadline to watch
+/// any more, when none has one.
+fn watch(outbox: &mut Outbox, reading: &VecDeque<Waiter>, timer: Pin<&mut Sleep>) -> bool {
+    let Some(deadline) = earliest_deadline(reading, outbox) else {
+        outbox.timed = false;
+        return false;
+    };
+    timer.reset(deadline);
+    true
 }
 
 /// The earliest deadline of a command still waiting for its answer.
@@ -106,14 +110,20 @@ fn earliest_deadline(reading: &VecDeque<Waiter>, outbox: &Outbox) -> Option<Inst
     waiters.filter_map(|waiter| waiter.deadline).min()
 }
 
-/// Take the settles of the commands past their deadline; the reader watches the deadlines left.
-fn expire_overdue(shared: &Shared, reading: &mut VecDeque<Waiter>) -> Vec<Settle> {
+/// Give the commands past their deadline a timeout (outside the outbox's lock: a settle may
+/// send on this link); the reader watches the deadlines left.
+fn expire_overdue(shared: &Shared, reading: &mut VecDeque<Waiter>) {
     let now = Instant::now();
-    let mut outbox = lock(&shared.outbox);
-    let waiters = reading.iter_mut().chain(outbox.waiting.iter_mut());
-    let overdue = waiters.filter_map(|waiter| waiter.expire(now)).collect();
-    outbox.timed = earliest_deadline(reading, &outbox).is_some();
-    overdue
+    let overdue: Vec<Settle> = {
+        let mut outbox = lock(&shared.outbox);
+        let waiters = reading.iter_mut().chain(outbox.waiting.iter_mut());
+        let overdue = waiters.filter_map(|waiter| waiter.expire(now)).collect();
+        outbox.timed = earliest_deadline(reading, &outbox).is_some();
+        overdue
+    };
+    for settle in overdue {
+        settle(Err(too_late()));
+    }
 }
 
 /// What a settled command past its deadline gets: a timeout, as a caller's timer would give.
