@@ -1,6 +1,7 @@
 //! A dropped guard's release on a real redis-server: the drop itself writes it, with no task of
 //! the runtime between the drop and Redis, and what its answer asks for still gets done.
 
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tower_lock::{LockGuard, LockManager, LockOptions};
@@ -17,6 +18,15 @@ fn redis_key(key: &str) -> String {
 /// Whether Redis answers `command` with `answer` within [`GENEROUS`], asked again and again.
 async fn answers(server: &RedisServer, command: &[&str], answer: i64) -> bool {
     eventually(GENEROUS, || server.cmd(command).as_int() == Some(answer)).await
+}
+
+/// Whether a failed release is logged in `warnings` within `within`.
+async fn logged_a_failed_release(warnings: &Mutex<Vec<String>>, within: Duration) -> bool {
+    eventually(within, || {
+        let lines = warnings.lock().unwrap_or_else(|p| p.into_inner());
+        lines.iter().any(|line| line.contains("release failed"))
+    })
+    .await
 }
 
 /// Drop `guard`, then wait for Redis to see its lock free while blocking the thread: on a
@@ -133,11 +143,7 @@ async fn a_dropped_guard_whose_connection_died_is_logged_and_the_next_command_re
     // whether the link learns of the close before the release or from it, the release fails
     // (the lease, 30 s, needs no renewal meanwhile)
     drop(guard);
-    let warned = eventually(GENEROUS, || {
-        let lines = warnings.lock().unwrap_or_else(|p| p.into_inner());
-        lines.iter().any(|line| line.contains("release failed"))
-    })
-    .await;
+    let warned = logged_a_failed_release(&warnings, GENEROUS).await;
     assert!(warned, "the failed release was logged");
     // the lock runs out with its lease; the next command goes on a fresh connection
     let ttl = server.cmd(&["PTTL", &redis_key("killed")]).as_int();
@@ -194,11 +200,7 @@ async fn a_dropped_guards_release_unanswered_within_the_command_timeout_gives_up
     drop(guard);
     // no answer comes while the network drops everything: the release gives up at its timeout,
     // as a caller's timer would, and marks its connection broken
-    let warned = eventually(Duration::from_secs(3), || {
-        let lines = warnings.lock().unwrap_or_else(|p| p.into_inner());
-        lines.iter().any(|line| line.contains("release failed"))
-    })
-    .await;
+    let warned = logged_a_failed_release(&warnings, Duration::from_secs(3)).await;
     assert!(warned, "the release gave up within the command timeout");
     proxy.heal();
     let other = manager
