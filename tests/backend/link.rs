@@ -1,6 +1,7 @@
 //! The command connection of the crate's own pool, against a real server: answers reach their
 //! callers when the commands outgrow the socket's buffers, a connection Redis closes fails its
-//! commands at once and is replaced, and the URL's password and database are used.
+//! commands at once and is replaced, a dropped guard's release on a busy link goes out with the next command,
+//! and the URL's password and database are used.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -131,6 +132,44 @@ async fn a_connection_redis_closes_fails_at_once_and_is_replaced() {
         .release()
         .await
         .expect("release on the new connection");
+}
+
+/// A release from `Drop` on a busy link is left for the reader task, which writes it once the
+/// tasks ready to run have had their turn: an acquire such a task makes goes out in the same
+/// write, which the server reads once. Before, the reader wrote the release alone first.
+#[tokio::test(flavor = "current_thread")]
+async fn a_release_on_a_busy_link_goes_out_with_the_next_command() {
+    let server = RedisServer::start();
+    // one connection: every lock's commands go on it
+    let builder = LockManager::builder().redis(server.url()).pool_size(1);
+    let manager = builder.build().await.expect("manager");
+    let opts = LockOptions::exclusive();
+    let first = manager.acquire("account:1", &opts).await.expect("first");
+    let second = manager.acquire("account:2", &opts).await.expect("second");
+    // what reading the count costs (the support opens a connection for each command)
+    let idle = server.total_reads();
+    let counting = server.total_reads() - idle;
+    let before = server.total_reads();
+
+    // the first release goes at once, on an idle link; the second finds it busy
+    drop(first);
+    drop(second);
+    let third = tokio::spawn({
+        let manager = manager.clone();
+        async move { manager.acquire("account:3", &opts).await.expect("third") }
+    });
+    let third = third.await.expect("third's task");
+    let after = server.total_reads();
+    assert!(
+        after - before - counting <= 2,
+        "the second release went out alone: {} reads",
+        after - before - counting
+    );
+    for (name, held) in [("account%3A1", 0), ("account%3A2", 0), ("account%3A3", 1)] {
+        let key = format!("{{tower-lock:{name}}}");
+        assert_eq!(server.cmd(&["EXISTS", &key]).as_int(), Some(held), "{name}");
+    }
+    third.release().await.expect("release");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -290,6 +290,15 @@ impl RedisServer {
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("support: no total_commands_processed in INFO stats"))
     }
+
+    /// `total_reads_processed` from `INFO stats`: the reads the server made from its clients'
+    /// sockets, this call's `INFO` included. Commands written together are read together.
+    pub fn total_reads(&self) -> u64 {
+        let info = self.info("stats");
+        info_field(&info, "total_reads_processed")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("support: no total_reads_processed in INFO stats"))
+    }
 }
 
 impl Drop for RedisServer {

@@ -1,8 +1,12 @@
 //! A lean command connection to one Redis server over TCP. On an idle connection a caller writes
 //! its command into the socket itself (no hop to another task); on a busy one the reader task
-//! writes what came meanwhile in one call (`writer.rs`). The reader reads the answers and hands
-//! each to the caller that waits for it, in the order the commands went. It speaks RESP2 and reads
-//! only the short values a lock's commands answer (`resp.rs`).
+//! writes what came meanwhile in one call (`writer.rs`). A release nobody waits for that finds the
+//! link busy goes out with the next command somebody waits for, or with the reader's next write
+//! once the tasks ready to run have had their turn: one write, and one read for the server, for
+//! several commands. The
+//! reader reads the answers and hands each to the caller that waits for it, in the order the
+//! commands went. It speaks RESP2 and reads only the short values a lock's commands answer
+//! (`resp.rs`).
 //!
 //! redis-rs's multiplexed connection sends every command through its driver task and reads every
 //! answer with a general parser: on the uncontended cycle, whose four plain-path commands answer
@@ -52,6 +56,11 @@ struct Outbox {
     unsent: Vec<u8>,
     /// A caller or the reader is writing (`writer.rs`).
     writing: bool,
+    /// `unsent` holds only commands nobody waits for (releases sent on a busy link), left for the
+    /// reader task to write after the other tasks ready to run have had their turn: their
+    /// commands go out in the same write. The next command somebody waits for writes them at
+    /// once.
+    deferred: bool,
     /// Callers whose commands went (or wait in `unsent`), in order, whose answers the reader has
     /// not yet taken up.
     waiting: VecDeque<Waiter>,
@@ -253,7 +262,11 @@ impl Link {
             deadline: Instant::now().checked_add(timeout),
         };
         // a failed link has settled it already
-        let _ = self.send(|out| out.extend_from_slice(packed.bytes()), waiter);
+        let _ = self.send(
+            |out| out.extend_from_slice(packed.bytes()),
+            waiter,
+            Write::Deferred,
+        );
     }
 
     /// Send the commands of `packed` in one write, and wait for all their answers.
@@ -284,7 +297,7 @@ impl Link {
             reply: Reply::One(reply),
             deadline: None,
         };
-        self.send(write, waiter)?;
+        self.send(write, waiter, Write::Now)?;
         answer.await.unwrap_or_else(|_| Err(stopped()))
     }
 
@@ -306,18 +319,24 @@ impl Link {
             reply: Reply::Many(reply),
             deadline: None,
         };
-        self.send(write, waiter)?;
+        self.send(write, waiter, Write::Now)?;
         answer.await.unwrap_or_else(|_| Err(stopped()))
     }
 
     /// Queue `waiter` and write its command: at once on an idle link; else the writer of the
-    /// moment or the reader task writes it, with the commands that come meanwhile. Fails at once
-    /// on a failed link, the waiter with it.
+    /// moment or the reader task writes it, with the commands that come meanwhile. A command
+    /// nobody waits for ([`Write::Deferred`]) on a busy link waits for the reader's deferred
+    /// write. Fails at once on a failed link, the waiter with it.
     ///
     /// A lone command goes out without a hop to another task. On a busy link a system call per
     /// command would cost more than the hop: the reader task writes whatever came by the time it
     /// runs, in one call. A waiter with a deadline wakes the reader only when it watches none.
-    fn send(&self, write: impl FnOnce(&mut Vec<u8>), waiter: Waiter) -> RedisResult<()> {
+    fn send(
+        &self,
+        write: impl FnOnce(&mut Vec<u8>),
+        waiter: Waiter,
+        when: Write,
+    ) -> RedisResult<()> {
         let shared = &self.0 .0;
         let mut outbox = lock(&shared.outbox);
         if let Some(failure) = outbox.failed.clone() {
@@ -330,14 +349,22 @@ impl Link {
         let busy = shared.unanswered.fetch_add(1, Ordering::Relaxed) > 0;
         let bytes_wait = !outbox.unsent.is_empty();
         write(&mut outbox.unsent);
-        let wake = if outbox.writing || bytes_wait {
+        let wake = if outbox.writing || (bytes_wait && !outbox.deferred) {
             // written after the bytes ahead of it, by whoever writes those
             drop(outbox);
             false
-        } else if busy {
+        } else if when == Write::Deferred && (busy || outbox.deferred) {
+            // On a busy link the reader writes it once the other ready tasks have run, woken once
+            // for them all. On an idle one it goes now: the drop that sends it may be the last
+            // thing its runtime runs.
+            let first = !std::mem::replace(&mut outbox.deferred, true);
+            drop(outbox);
+            first
+        } else if busy && !bytes_wait {
             drop(outbox);
             true
         } else {
+            // an idle link, or deferred commands: this caller writes them with its own
             !writer::write_out(shared, outbox)
         };
         if wake || watch {
@@ -345,6 +372,16 @@ impl Link {
         }
         Ok(())
     }
+}
+
+/// When [`Link::send`] writes a command.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Write {
+    /// At once, or with the commands of other callers who wait: somebody waits for its answer.
+    Now,
+    /// On a busy link, after the tasks ready to run have had their turn: nobody waits for its
+    /// answer.
+    Deferred,
 }
 
 /// The commands of `pipeline`, in a transaction if it is one.

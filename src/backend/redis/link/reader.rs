@@ -50,21 +50,34 @@ async fn run(
     let timer = tokio::time::sleep(std::time::Duration::ZERO);
     tokio::pin!(timer);
     let mut watching = false;
+    // the reader let the other tasks run before it writes what was left for later
+    let mut yielded = false;
     loop {
-        let unsent = {
+        let (unsent, yield_first) = {
             let mut outbox = lock(&shared.outbox);
             if let Some(failure) = &outbox.failed {
                 return Err(failure.clone());
             }
             if outbox.closed {
+                // what was left for later still goes, though nobody hears its answer
+                if outbox.deferred && !outbox.writing {
+                    writer::write_out(shared, outbox);
+                }
                 return Ok(());
             }
             if outbox.timed && !watching {
                 watching = watch(&mut outbox, reading, timer.as_mut());
             }
+            let yield_first = outbox.deferred && !yielded;
+            yielded = outbox.deferred;
             // bytes the socket did not take, which no caller is writing
-            !outbox.unsent.is_empty() && !outbox.writing
+            (!outbox.unsent.is_empty() && !outbox.writing, yield_first)
         };
+        if yield_first {
+            // their commands, and the releases their requests make, go out in the same write
+            tokio::task::yield_now().await;
+            continue;
+        }
         answers.reserve(CHUNK);
         tokio::select! {
             biased;

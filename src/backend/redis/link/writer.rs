@@ -23,6 +23,8 @@ const KEPT_ROOM: usize = 64 * 1024;
 /// (its failure is set), or `ROUNDS` writes were made: then the reader task must go on.
 pub(super) fn write_out<'a>(shared: &'a Shared, mut outbox: MutexGuard<'a, Outbox>) -> bool {
     outbox.writing = true;
+    // whatever was left for later goes now
+    outbox.deferred = false;
     for _ in 0..ROUNDS {
         let mut bytes = std::mem::take(&mut outbox.unsent);
         drop(outbox);
