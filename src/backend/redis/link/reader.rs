@@ -53,31 +53,16 @@ async fn run(
     // the reader let the other tasks run before it writes what was left for later
     let mut yielded = false;
     loop {
-        let (unsent, yield_first) = {
-            let mut outbox = lock(&shared.outbox);
-            if let Some(failure) = &outbox.failed {
-                return Err(failure.clone());
+        let unsent = match next_round(shared, reading, timer.as_mut(), &mut watching, &mut yielded)
+        {
+            Round::Stop(outcome) => return outcome,
+            Round::Yield => {
+                // their commands, and the releases their requests make, go out in the same write
+                tokio::task::yield_now().await;
+                continue;
             }
-            if outbox.closed {
-                // what was left for later still goes, though nobody hears its answer
-                if outbox.deferred && !outbox.writing {
-                    writer::write_out(shared, outbox);
-                }
-                return Ok(());
-            }
-            if outbox.timed && !watching {
-                watching = watch(&mut outbox, reading, timer.as_mut());
-            }
-            let yield_first = outbox.deferred && !yielded;
-            yielded = outbox.deferred;
-            // bytes the socket did not take, which no caller is writing
-            (!outbox.unsent.is_empty() && !outbox.writing, yield_first)
+            Round::Select { unsent } => unsent,
         };
-        if yield_first {
-            // their commands, and the releases their requests make, go out in the same write
-            tokio::task::yield_now().await;
-            continue;
-        }
         answers.reserve(CHUNK);
         tokio::select! {
             biased;
@@ -103,6 +88,50 @@ async fn run(
             // last: sends on a busy link wake the reader often, and must not hold off the timer
             () = shared.wake.notified() => {}
         }
+    }
+}
+
+/// What the reader does next, as the outbox says.
+enum Round {
+    /// The link failed, or every handle is gone.
+    Stop(Result<(), Failure>),
+    /// Let the tasks ready to run have their turn first: the outbox holds commands left for later.
+    Yield,
+    /// Wait for answers, the wake, the timer and, when `unsent`, for room to write.
+    Select { unsent: bool },
+}
+
+/// Read the outbox before the reader's next wait: start watching a deadline that came, and tell
+/// whether to stop, yield first, or wait.
+fn next_round(
+    shared: &Shared,
+    reading: &VecDeque<Waiter>,
+    timer: Pin<&mut Sleep>,
+    watching: &mut bool,
+    yielded: &mut bool,
+) -> Round {
+    let mut outbox = lock(&shared.outbox);
+    if let Some(failure) = &outbox.failed {
+        return Round::Stop(Err(failure.clone()));
+    }
+    if outbox.closed {
+        // what was left for later still goes, though nobody hears its answer
+        if outbox.deferred && !outbox.writing {
+            writer::write_out(shared, outbox);
+        }
+        return Round::Stop(Ok(()));
+    }
+    if outbox.timed && !*watching {
+        *watching = watch(&mut outbox, reading, timer);
+    }
+    let yield_first = outbox.deferred && !*yielded;
+    *yielded = outbox.deferred;
+    if yield_first {
+        return Round::Yield;
+    }
+    // bytes the socket did not take, which no caller is writing
+    Round::Select {
+        unsent: !outbox.unsent.is_empty() && !outbox.writing,
     }
 }
 
