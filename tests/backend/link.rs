@@ -1,7 +1,7 @@
 //! The command connection of the crate's own pool, against a real server: answers reach their
 //! callers when the commands outgrow the socket's buffers, a connection Redis closes fails its
-//! commands at once and is replaced, a dropped guard's release on a busy link goes out with the next command,
-//! and the URL's password and database are used.
+//! commands at once and is replaced, a dropped guard's release on a busy link goes out with the
+//! next command, and the URL's password and database are used.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -3,10 +3,9 @@
 //! writes what came meanwhile in one call (`writer.rs`). A release nobody waits for that finds the
 //! link busy goes out with the next command somebody waits for, or with the reader's next write
 //! once the tasks ready to run have had their turn: one write, and one read for the server, for
-//! several commands. The
-//! reader reads the answers and hands each to the caller that waits for it, in the order the
-//! commands went. It speaks RESP2 and reads only the short values a lock's commands answer
-//! (`resp.rs`).
+//! several commands. The reader reads the answers and hands each to the caller that waits for
+//! it, in the order the commands went. It speaks RESP2 and reads only the short values a lock's
+//! commands answer (`resp.rs`).
 //!
 //! redis-rs's multiplexed connection sends every command through its driver task and reads every
 //! answer with a general parser: on the uncontended cycle, whose four plain-path commands answer
