@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Redis's commands per HTTP request of one `http_load` variant, from INFO commandstats: two replicas
 # of the example's service on a redis-server of their own, loaded by two `wrk -t1 -c32 -d5s` over
-# K accounts.
+# K accounts. Also the reads and writes Redis made per request (INFO stats): each read is a wake-up
+# of the server for what its clients wrote since the last one.
 # Usage: cargo build --release --example http_load
 #        scripts/command-stats.sh layer-fair [K]     # variants: layer-exclusive, layer-fair,
 #                                                    # setnx, rslock
@@ -56,6 +57,8 @@ sleep 1
 requests=$(cat "$dir/w1.txt" "$dir/w2.txt" | awk '/requests in/ {s += $1} END {print s}')
 echo "$variant K=$keys: $requests requests;" \
     "Redis CPU per request $(awk -v a="$before" -v b="$after" -v r="$requests" 'BEGIN {printf "%.1f", (b - a) * 1e6 / r}') µs"
+redis-cli -p "$port" info stats | tr -d '\r' |
+  awk -F: -v r="$requests" '/^total_(reads|writes)_processed:/ {printf "%-18s per request %.3f\n", $1, $2 / r}'
 redis-cli -p "$port" info commandstats | tr -d '\r' | grep -E '^cmdstat_' | grep -vE 'config|info|ping' |
   awk -F'[:=,]' -v r="$requests" '$3 / r >= 0.001 {printf "%-18s calls/request %.3f  usec/request %.2f  usec/call %s\n", $1, $3 / r, $5 / r, $7}' |
   sort -k3 -rn
