@@ -5,6 +5,7 @@
 //! cargo run --release --example http_load              # K = 100 and K = 1, every variant, twice
 //! HTTP_LOAD_KEYS=100 HTTP_LOAD_SECS=5 cargo run --release --example http_load
 //! HTTP_LOAD_VARIANTS=layer-fair,rslock cargo run --release --example http_load   # some variants
+//! HTTP_LOAD_RUNS=8 HTTP_LOAD_SECS=3 HTTP_LOAD_KEYS=100 cargo run --release --example http_load
 //! ```
 //!
 //! The service: `PUT /accounts/{id}` reads the balance from Redis (`GET`), waits `HTTP_LOAD_HOLD_MS`
@@ -20,11 +21,21 @@
 //! (`/proc/<pid>/stat`), and the replicas' context switches per request (their threads'
 //! `/proc/<pid>/task/*/status`).
 //!
+//! Each K is measured `HTTP_LOAD_RUNS` times (default 2), the variants in the order given. When
+//! rslock is among the variants, the example then prints each other variant's requests/s and p99
+//! divided by rslock's at its place in the sequence, read on the line between the rslock runs just
+//! before and just after it (mean ± standard error, least–greatest): the VM's speed drifts by tens
+//! of percent within a minute, and a run's ratio to one neighbour carries that drift, where the
+//! line through both sides cancels a steady one. Two variants (`layer-fair,rslock`) alternate
+//! run by run, and each run of the layer sits between two of rslock's.
+//!
 //! `HTTP_LOAD_REDIS_CPU=1` gives Redis a CPU of its own, as a server on another machine has: Redis
 //! is pinned to CPU 1, the replicas and wrk to the other CPUs (`taskset`). By default all of them
 //! share every CPU, and Redis's CPU time per request is taken from the replicas.
 //! Needs `wrk` (`apt-get install wrk`) and `redis-server`.
 
+#[path = "common/bracket.rs"]
+mod bracket;
 // the hand-rolled lock's release script (its whole cycle is the latency and cycle examples')
 #[allow(dead_code)]
 #[path = "common/setnx.rs"]
@@ -92,18 +103,41 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(unknown) = variants.iter().find(|v| !VARIANTS.contains(&v.as_str())) {
         return Err(format!("unknown variant {unknown:?}; variants: {VARIANTS:?}").into());
     }
+    let runs = env("HTTP_LOAD_RUNS", 2);
     for keys in key_counts {
-        for run in 1..=2 {
+        let mut done = Vec::new();
+        for run in 1..=runs {
             for variant in &variants {
                 let r = measure(&server, &pinning, variant, keys, secs).await?;
                 println!(
                     "{keys:>4} {variant:<16} {:>9.0} {:>9.1} {:>9} {:>10} {:>10.1}µs {:>12.1}µs {:>14.2}  (run {run})",
                     r.rate, r.p99_ms, r.failed, r.lost, r.redis_us, r.replicas_us, r.switches
                 );
+                done.push(bracket::Run {
+                    variant: variant.clone(),
+                    rate: r.rate,
+                    p99_ms: r.p99_ms,
+                });
             }
         }
+        print_bracketed(keys, &done);
     }
     Ok(())
+}
+
+/// Each variant's requests/s and p99 as ratios to rslock's at its place, read between rslock's
+/// runs on both sides of it (`common/bracket.rs`): the drift of the machine cancels.
+fn print_bracketed(keys: u64, runs: &[bracket::Run]) {
+    for b in bracket::bracket(runs, "rslock") {
+        let (rate, rate_se, rate_min, rate_max) = bracket::summary(&b.rates);
+        let (p99, _, p99_min, p99_max) = bracket::summary(&b.p99s);
+        println!(
+            "{keys:>4} {:<16} ÷ rslock on both sides, {} runs: req/s {rate:.3} ± {rate_se:.3} \
+             ({rate_min:.2}–{rate_max:.2}), p99 {p99:.2} ({p99_min:.2}–{p99_max:.2})",
+            b.variant,
+            b.rates.len()
+        );
+    }
 }
 
 /// What one variant did.
