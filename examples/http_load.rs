@@ -129,13 +129,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// runs on both sides of it (`common/bracket.rs`): the drift of the machine cancels.
 fn print_bracketed(keys: u64, runs: &[bracket::Run]) {
     for b in bracket::bracket(runs, "rslock") {
-        let (rate, rate_se, rate_min, rate_max) = bracket::summary(&b.rates);
-        let (p99, _, p99_min, p99_max) = bracket::summary(&b.p99s);
+        let (rate, p99) = (bracket::Spread::of(&b.rates), bracket::Spread::of(&b.p99s));
         println!(
-            "{keys:>4} {:<16} ÷ rslock on both sides, {} runs: req/s {rate:.3} ± {rate_se:.3} \
-             ({rate_min:.2}–{rate_max:.2}), p99 {p99:.2} ({p99_min:.2}–{p99_max:.2})",
+            "{keys:>4} {:<16} ÷ rslock on both sides, {} runs: req/s {:.3} ± {:.3} ({:.2}–{:.2}), \
+             p99 {:.2} ({:.2}–{:.2})",
             b.variant,
-            b.rates.len()
+            b.rates.len(),
+            rate.mean,
+            rate.standard_error,
+            rate.min,
+            rate.max,
+            p99.mean,
+            p99.min,
+            p99.max
         );
     }
 }

@@ -52,14 +52,27 @@ pub fn bracket(runs: &[Run], baseline: &str) -> Vec<Bracketed> {
     out
 }
 
-/// The mean of `xs`, its standard error, and its least and greatest element.
-pub fn summary(xs: &[f64]) -> (f64, f64, f64, f64) {
-    let n = xs.len() as f64;
-    let mean = xs.iter().sum::<f64>() / n;
-    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
-    let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    (mean, (var / n).sqrt(), min, max)
+/// How a set of ratios spreads: its mean, the mean's standard error, its least and greatest.
+pub struct Spread {
+    pub mean: f64,
+    pub standard_error: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of `xs` (at least one).
+    pub fn of(xs: &[f64]) -> Spread {
+        let n = xs.len() as f64;
+        let mean = xs.iter().sum::<f64>() / n;
+        let variance = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+        Spread {
+            mean,
+            standard_error: (variance / n).sqrt(),
+            min: xs.iter().copied().fold(f64::INFINITY, f64::min),
+            max: xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -102,6 +115,14 @@ mod tests {
         let b = bracket(&runs, "base");
         assert_eq!(b.len(), 2);
         assert!(b.iter().all(|b| (b.rates[0] - 1.0).abs() < 1e-12));
+    }
+
+    #[test]
+    fn a_spread_gives_the_standard_error_of_the_mean() {
+        // sample variance of 1, 2, 3 is 1: the mean's standard error is 1 / sqrt(3)
+        let spread = Spread::of(&[2.0, 1.0, 3.0]);
+        assert_eq!((spread.mean, spread.min, spread.max), (2.0, 1.0, 3.0));
+        assert!((spread.standard_error - 1.0 / 3f64.sqrt()).abs() < 1e-12);
     }
 
     #[test]
