@@ -2,12 +2,16 @@
 # Runs the whole test suite (unit, integration against real redis-server processes and PostgreSQL,
 # doctests).
 #
-#   bash scripts/test.sh                 # cargo machete, then cargo test --all-features --locked
+#   bash scripts/test.sh                 # cargo machete, the dependency build, then
+#                                        # cargo test --all-features --locked
 #   bash scripts/test.sh CMD [ARGS...]   # CMD instead, with the same Redis and PostgreSQL set up
 #
 # Unused dependencies: `cargo machete` fails the run on a dependency that no source file names. It is
 # installed with `cargo install` when missing (a pinned version; about 3 minutes on 2 cores). The
 # library also denies `unused_crate_dependencies`, which catches a dependency named only in comments.
+#
+# The dependency build: scripts/check-features.sh checks the library alone (default features, none,
+# each feature alone) without the dev-dependencies, as a project that depends on it builds it.
 #
 # Redis: installs redis-server with apt-get when it is missing. Tests start their own servers on
 # free loopback ports; nothing depends on a Redis at 6379. The TLS tests (feature `tls`) make their
@@ -184,6 +188,7 @@ main() {
     else
         require_machete
         cargo machete
+        bash scripts/check-features.sh
         cargo test --all-features --locked
     fi
 }
