@@ -105,12 +105,35 @@ pub async fn run(index: usize) {
 
 impl Client {
     async fn contend(&self, mut rng: Rng) {
+        // one owner for the task's whole run: a hold that a restart brings back from a snapshot
+        // belongs to an owner that goes on acquiring, and must not pass for its re-entry
+        let owner = self.manager.owner();
         while now_ns() < self.until {
             let (opts, read) = self.mode.options(&mut rng);
             let key = rng.below(KEYS);
+            let name = format!("chaos-{key}");
             let start = now_ns();
             let started = Instant::now();
-            let acquired = self.manager.acquire(&format!("chaos-{key}"), &opts).await;
+            let acquired = match rng.below(8) {
+                // a wait timeout at the extreme, cut short by dropping the wait
+                0 => {
+                    let opts = opts.wait_timeout(Duration::MAX);
+                    match tokio::time::timeout(WAIT, owner.acquire(&name, &opts)).await {
+                        Ok(acquired) => acquired,
+                        Err(_) => Err(LockError::Timeout {
+                            key: name.clone(),
+                            waited: WAIT,
+                        }),
+                    }
+                }
+                1 => {
+                    owner
+                        .acquire(&name, &opts.wait_timeout(Duration::ZERO))
+                        .await
+                }
+                2..=4 => owner.acquire(&name, &opts).await,
+                _ => self.manager.acquire(&name, &opts).await,
+            };
             let took = started.elapsed().as_nanos();
             let outcome = match &acquired {
                 Ok(_) => "ok".to_owned(),

@@ -3,13 +3,13 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use crate::support::proxy::Proxy;
 use crate::support::{wait_until, RedisServer};
-use crate::{now_ns, Rng, LEASE};
+use crate::{now_ns, Mode, Rng, LEASE};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Kind {
@@ -39,10 +39,16 @@ pub enum Kind {
     Cut,
     /// A client's proxies delay every byte.
     Delay,
+    /// A client's proxies forward nothing while the server restarts (empty, or from a snapshot)
+    /// behind them: a restart the client cannot see until the partition heals.
+    HiddenRestart,
+    /// A process queues thousands of waiters (every hold through Redis) and is killed: dead
+    /// waiters far past every script's skip bound, in front of the live ones.
+    DeadWaiters,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 14] = [
         Kind::KillCommands,
         Kind::KillPubsub,
         Kind::RestartEmpty,
@@ -55,6 +61,8 @@ impl Kind {
         Kind::PartitionOne,
         Kind::Cut,
         Kind::Delay,
+        Kind::HiddenRestart,
+        Kind::DeadWaiters,
     ];
 
     pub fn name(self) -> &'static str {
@@ -71,6 +79,8 @@ impl Kind {
             Kind::PartitionOne => "partition-one",
             Kind::Cut => "cut",
             Kind::Delay => "delay",
+            Kind::HiddenRestart => "hidden-restart",
+            Kind::DeadWaiters => "dead-waiters",
         }
     }
 
@@ -79,7 +89,7 @@ impl Kind {
     pub fn forgets_locks(self) -> bool {
         matches!(
             self,
-            Kind::RestartEmpty | Kind::RestartRdb | Kind::RestartAof
+            Kind::RestartEmpty | Kind::RestartRdb | Kind::RestartAof | Kind::HiddenRestart
         )
     }
 
@@ -118,8 +128,8 @@ pub fn run(
     servers: &mut [RedisServer],
     proxies: &[Vec<Proxy>],
     clients: &mut Clients,
-    seed: u64,
-    until: u64,
+    mode: Mode,
+    (seed, until): (u64, u64),
 ) -> Vec<Fault> {
     let mut rng = Rng::new(seed);
     let began = now_ns();
@@ -137,7 +147,7 @@ pub fn run(
             servers.len()
         });
         let start = now_ns();
-        let detail = inject(kind, target, servers, proxies, clients, &mut rng);
+        let detail = inject(kind, target, servers, proxies, clients, mode, &mut rng);
         let end = now_ns();
         println!(
             "  {:>5.1}s {:<15} {} {target} ({:.1} s{detail})",
@@ -162,6 +172,7 @@ fn inject(
     servers: &mut [RedisServer],
     proxies: &[Vec<Proxy>],
     clients: &mut Clients,
+    mode: Mode,
     rng: &mut Rng,
 ) -> String {
     match kind {
@@ -212,8 +223,49 @@ fn inject(
             sleep(rng.between(Duration::from_secs(1), Duration::from_secs(3)));
             proxies[target].iter().for_each(Proxy::heal);
         }
+        Kind::HiddenRestart => return hidden_restart(&mut servers[target], proxies, rng),
+        Kind::DeadWaiters => return dead_waiters(servers, mode, rng),
     }
     String::new()
+}
+
+/// Partitions one client from every server, restarts `server` (empty, or from a snapshot that
+/// brings back holds since released), and heals the partition about a lease after it began.
+fn hidden_restart(server: &mut RedisServer, proxies: &[Vec<Proxy>], rng: &mut Rng) -> String {
+    let client = rng.below(proxies.len());
+    let from_snapshot = rng.below(2) == 0;
+    let began = Instant::now();
+    proxies[client].iter().for_each(Proxy::blackhole);
+    if from_snapshot {
+        let saved = server.cmd(&["SAVE"]);
+        assert!(saved.is_ok(), "SAVE: {saved:?}");
+        sleep(rng.between(Duration::from_millis(50), Duration::from_millis(400)));
+        server.restart_from_files(&[]);
+        forget_files(server.dir());
+    } else {
+        forget_files(server.dir());
+        server.restart();
+    }
+    let partition = rng.between(LEASE * 3 / 4, LEASE * 3 / 2);
+    sleep(partition.saturating_sub(began.elapsed()));
+    proxies[client].iter().for_each(Proxy::heal);
+    let how = if from_snapshot { "a snapshot" } else { "empty" };
+    format!(", client {client} partitioned, restarted from {how}")
+}
+
+/// Starts a flood process (see `flood.rs`) on the servers, lets it queue its waiters, and kills it.
+fn dead_waiters(servers: &[RedisServer], mode: Mode, rng: &mut Rng) -> String {
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let mut flood = Command::new(std::env::current_exe().expect("test binary"))
+        .env(crate::flood::FLOOD_ENV, urls.join(","))
+        .env("CHAOS_MODE", mode.name())
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawn a flood process");
+    sleep(rng.between(Duration::from_millis(800), Duration::from_millis(2000)));
+    signal(flood.id(), "KILL");
+    let _ = flood.wait();
+    format!(", {} waiters killed", crate::flood::WAITERS)
 }
 
 fn signal(pid: u32, sig: &str) {

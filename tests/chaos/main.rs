@@ -20,6 +20,7 @@ mod support;
 mod check;
 mod client;
 mod faults;
+mod flood;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -170,6 +171,10 @@ async fn postgres() -> tokio_postgres::Client {
 
 fn main() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    if let Ok(urls) = std::env::var(flood::FLOOD_ENV) {
+        runtime.block_on(flood::run(&urls));
+        return;
+    }
     if let Ok(index) = std::env::var(CLIENT_ENV) {
         runtime.block_on(client::run(index.parse().expect("client index")));
         // lingering background work (a release in flight) must not keep the process
@@ -279,7 +284,7 @@ fn run(runtime: &tokio::runtime::Runtime, mode: Mode, length: Duration, seed: u6
         pids,
         respawn: &mut spawn,
     };
-    let faults = faults::run(&mut servers, &proxies, &mut processes, seed, until);
+    let faults = faults::run(&mut servers, &proxies, &mut processes, mode, (seed, until));
     drop(processes);
     let kills = (faults.iter())
         .filter(|f| f.kind == faults::Kind::KillClient)
