@@ -32,12 +32,32 @@ const EXCLUSIVE_RACES: u32 = 1;
 const SLOW_ANSWER: Duration = Duration::from_millis(250);
 
 impl Shared {
-    /// Acquire `key` for `owner` in the backend itself.
+    /// Acquire `key` for `owner` in the backend itself. A request that finds the lock held or
+    /// queued for in the other family of excluding modes goes on in that family (see
+    /// [`one_exclusion`]), from a fresh place among the waiters, within the same wait timeout.
     pub(super) async fn acquire_in_backend(
         self: &Arc<Self>,
         req: Request<'_>,
     ) -> Result<Option<LockGuard>, LockError> {
-        let mut acquisition = Acquisition::new(self, req);
+        let started = Instant::now();
+        let mut mode = req.opts.mode_value();
+        loop {
+            match self.acquire_as(req, mode, started).await? {
+                Tried::Done(guard) => return Ok(guard),
+                Tried::AsOther(other) => mode = other,
+            }
+        }
+    }
+
+    /// [`acquire_in_backend`](Self::acquire_in_backend) in `mode`, for a request that started at
+    /// `started`.
+    async fn acquire_as(
+        self: &Arc<Self>,
+        req: Request<'_>,
+        mode: Mode,
+        started: Instant,
+    ) -> Result<Tried, LockError> {
+        let mut acquisition = Acquisition::new(self, req, mode, started);
         if req.wait {
             acquisition.join_waiters().await?;
         }
@@ -47,23 +67,24 @@ impl Shared {
             }
             acquisition.drop_stale_grant();
             if let Some(guard) = acquisition.take_grant() {
-                return Ok(Some(guard));
+                return Ok(Tried::Done(Some(guard)));
             }
             let attempt_started = Instant::now();
             match acquisition.attempt().await? {
                 Attempt::Acquired { token } => {
-                    return Ok(Some(acquisition.won(token, attempt_started)));
+                    return Ok(Tried::Done(Some(acquisition.won(token, attempt_started))));
                 }
                 Attempt::OtherMode { held: Mode::Fair } if acquisition.mode == Mode::Exclusive => {
                     acquisition.go_fair();
                 }
-                Attempt::OtherMode { held } => {
-                    return Err(acquisition.refused(mixed_modes(acquisition.mode, held)))
-                }
+                Attempt::OtherMode { held } => match one_exclusion(acquisition.mode, held) {
+                    Some(other) => return Ok(Tried::AsOther(other)),
+                    None => return Err(acquisition.refused(mixed_modes(acquisition.mode, held))),
+                },
                 Attempt::NoUpgrade => return Err(acquisition.refused(NO_UPGRADE.to_owned())),
                 Attempt::Busy { ttl } => {
                     if acquisition.ticket.is_none() {
-                        return Ok(None);
+                        return Ok(Tried::Done(None));
                     }
                     if acquisition.lost_a_race() {
                         acquisition.go_fair();
@@ -73,6 +94,28 @@ impl Shared {
                 }
             }
         }
+    }
+}
+
+/// How one try of [`Shared::acquire_as`] ended.
+enum Tried {
+    /// With the request's outcome: a guard, or `None` when busy and not waiting.
+    Done(Option<LockGuard>),
+    /// The lock is held or queued for in the other family of excluding modes: go on in this mode.
+    AsOther(Mode),
+}
+
+/// The mode in which a request of `asked` goes on when the lock is held or queued for in `held`'s
+/// family, if it has one. Exclusive and write holds are one exclusion for users: exclusive and
+/// fair requests on a read/write lock act as writes (FIFO with its queue), and read and write
+/// requests on an exclusive or fair lock wait as that mode (a read excluding more than it must,
+/// until the lock is free of that family). Semaphores mix with nothing else: a count of permits
+/// has no meaning for the other families.
+fn one_exclusion(asked: Mode, held: Mode) -> Option<Mode> {
+    match (asked, held) {
+        (Mode::Exclusive | Mode::Fair, Mode::Read | Mode::Write) => Some(Mode::Write),
+        (Mode::Read | Mode::Write, Mode::Exclusive | Mode::Fair) => Some(held),
+        _ => None,
     }
 }
 
@@ -101,9 +144,8 @@ struct Acquisition<'a> {
 }
 
 impl<'a> Acquisition<'a> {
-    fn new(shared: &'a Arc<Shared>, req: Request<'a>) -> Self {
+    fn new(shared: &'a Arc<Shared>, req: Request<'a>, mode: Mode, started: Instant) -> Self {
         let (key, owner, opts) = (req.key, req.owner, req.opts);
-        let started = Instant::now();
         let (lease, watched) = match opts.lease_value() {
             Lease::Watchdog => (shared.lease, true),
             Lease::Fixed(lease) => (lease, false),
@@ -113,7 +155,7 @@ impl<'a> Acquisition<'a> {
             key,
             id: req.id.clone(),
             owner,
-            mode: opts.mode_value(),
+            mode,
             lease,
             watched,
             started,

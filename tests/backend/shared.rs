@@ -19,7 +19,7 @@ on_both_backends!(
     a_semaphore_admits_n_holds_in_order_of_arrival,
     every_hold_has_its_own_increasing_token,
     a_hold_reenters_and_a_read_never_becomes_a_write,
-    families_are_never_mixed_on_one_lock,
+    exclusive_and_write_holds_are_one_exclusion,
     a_permit_held_on_a_fixed_lease_returns_when_it_runs_out,
     a_cancelled_write_lets_the_reads_behind_it_in,
     a_writer_gets_in_under_a_stream_of_readers,
@@ -299,7 +299,10 @@ async fn a_hold_reenters_and_a_read_never_becomes_a_write(fx: Fixture) {
     assert!(write.is_some(), "the refused upgrade left a hold behind");
 }
 
-async fn families_are_never_mixed_on_one_lock(fx: Fixture) {
+/// Exclusive and write holds are one exclusion: a request of either family finds the other's
+/// hold busy (it would wait for it as the holder's family), never an error. Semaphores mix with
+/// neither, nor with one of another size: those are refused.
+async fn exclusive_and_write_holds_are_one_exclusion(fx: Fixture) {
     let m = fx.manager().await;
     let refused = |result: Result<Option<LockGuard>, LockError>, held: &str| match result {
         Err(LockError::Unsupported { key, what }) => {
@@ -308,10 +311,18 @@ async fn families_are_never_mixed_on_one_lock(fx: Fixture) {
         }
         other => panic!("not refused: {other:?}"),
     };
+    let busy = |result: Result<Option<LockGuard>, LockError>, what: &str| match result {
+        Ok(None) => {}
+        other => panic!("{what}: not busy: {other:?}"),
+    };
     let exclusive = m.acquire("mix", &LockOptions::exclusive()).await.unwrap();
-    refused(
+    busy(
         m.try_acquire("mix", &LockOptions::read()).await,
-        "exclusive",
+        "read on exclusive",
+    );
+    busy(
+        m.try_acquire("mix", &LockOptions::write()).await,
+        "write on exclusive",
     );
     refused(
         m.try_acquire("mix", &LockOptions::semaphore(2)).await,
@@ -319,13 +330,13 @@ async fn families_are_never_mixed_on_one_lock(fx: Fixture) {
     );
     exclusive.release().await.unwrap();
     let read = m.acquire("mix", &LockOptions::read()).await.unwrap();
-    refused(
+    busy(
         m.try_acquire("mix", &LockOptions::exclusive()).await,
-        "read/write",
+        "exclusive on read",
     );
-    refused(
+    busy(
         m.try_acquire("mix", &LockOptions::fair()).await,
-        "read/write",
+        "fair on read",
     );
     refused(
         m.try_acquire("mix", &LockOptions::semaphore(2)).await,
@@ -343,13 +354,17 @@ async fn families_are_never_mixed_on_one_lock(fx: Fixture) {
     );
     permit.release().await.unwrap();
     let fair = m.acquire("mix", &LockOptions::fair()).await.unwrap();
-    refused(m.try_acquire("mix", &LockOptions::write()).await, "fair");
+    busy(
+        m.try_acquire("mix", &LockOptions::write()).await,
+        "write on fair",
+    );
     fair.release().await.unwrap();
-    assert!(m
-        .try_acquire("mix", &LockOptions::write())
-        .await
-        .unwrap()
-        .is_some());
+    let write = m.try_acquire("mix", &LockOptions::write()).await.unwrap();
+    assert!(write.is_some(), "a free lock refused a write");
+    busy(
+        m.try_acquire("mix", &LockOptions::exclusive()).await,
+        "exclusive on write",
+    );
 }
 
 async fn a_permit_held_on_a_fixed_lease_returns_when_it_runs_out(fx: Fixture) {

@@ -15,6 +15,7 @@ mod fifo_cohorts;
 mod late_grant;
 mod lease_table;
 mod mixed_modes;
+mod one_exclusion;
 mod outage;
 mod plain_retire;
 mod quorum_holds;
