@@ -80,10 +80,12 @@ pub(crate) struct AcquireRequest<'a> {
     /// nothing of the lock and never re-enters it, so that a backend may take the lock in a way
     /// no re-entry could find (Redis's plain path).
     pub(crate) leader: bool,
-    /// The owner held nothing of the lock in this manager when the request began: a fair lock
-    /// may be taken on Redis's plain path, and a re-entry that meets it there turns it into the
-    /// usual record.
-    pub(crate) fresh: bool,
+    /// The token of the hold the owner has of the lock in this manager (its live guards), or
+    /// `None` when it holds nothing there. Only that hold is re-entered: a hold of the owner that
+    /// the backend has under another token (a restart from a snapshot brought an old one back)
+    /// is not the owner's any more, and the attempt replaces it with a fresh one under a new
+    /// token. With `None`, a fair lock may also be taken on Redis's plain path.
+    pub(crate) held: Option<u64>,
 }
 
 /// Tokens the backend reserves with every acquisition: its own and the ones after it, for local
@@ -169,7 +171,6 @@ pub(crate) struct ToRelease<'a> {
     pub(crate) mode: Mode,
     pub(crate) token: u64,
     pub(crate) last_used: Option<u64>,
-    pub(crate) lost: bool,
 }
 
 /// The outcome of a release.
@@ -259,11 +260,11 @@ impl Backend {
         }
     }
 
-    /// Release one hold of `owner` on `id`, the one made under fencing token `token`. While the
-    /// hold's lease is not `lost`, every hold of its owner is this one's (re-entries share its
-    /// token), and a single server drops any of them (one argument less for Redis to parse);
-    /// once it was lost, the owner may have taken the lock again, and only holds under `token`
-    /// go. A quorum release always goes by the tokens each master issued for this hold.
+    /// Release one hold of `owner` on `id`, the one made under fencing token `token`: only holds
+    /// under `token` go. Even while the hold's lease is not `lost`, the owner's hold in the
+    /// backend may be another one: an attempt that found a hold of the owner its guards did not
+    /// have (a restart brought it back, or this release was still on its way) replaced it.
+    /// A quorum release goes by the tokens each master issued for this hold.
     /// `last_used` is the last token handed out under the hold, when known (else the whole block
     /// counts as used): a single server's counter need not pass tokens nobody got.
     pub(crate) async fn release(
@@ -273,15 +274,14 @@ impl Backend {
         mode: Mode,
         token: u64,
         last_used: Option<u64>,
-        lost: bool,
     ) -> Result<Released, BoxError> {
-        let exact = lost.then_some(token);
+        let exact = Some(token);
         match self {
             Backend::Memory(m) => Ok(m.release(id, owner, mode, exact)),
             #[cfg(feature = "redis")]
             Backend::Redis(r) if mode.is_shared() => r.shared_release(id, owner, exact).await,
             #[cfg(feature = "redis")]
-            Backend::Redis(r) => r.release(id, owner, token, last_used, lost).await,
+            Backend::Redis(r) => r.release(id, owner, token, last_used).await,
             #[cfg(feature = "redis")]
             // boxed, as in `try_acquire`
             Backend::Quorum(q) => Box::pin(q.release(id, owner, token)).await,
@@ -412,10 +412,10 @@ mod tests {
             mode: Mode::Exclusive,
             queued: false,
             leader: false,
-            fresh: true,
+            held: None,
         };
         let attempt = backend.try_acquire(&req);
-        let release = backend.release(&id, &owner, Mode::Exclusive, 1, None, false);
+        let release = backend.release(&id, &owner, Mode::Exclusive, 1, None);
         let sizes = [size_of_val(&attempt), size_of_val(&release)];
         assert!(sizes.iter().all(|&size| size <= 2048), "{sizes:?} bytes");
     }

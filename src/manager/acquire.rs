@@ -11,6 +11,7 @@ use super::guard::{LockGuard, LockInfo};
 use super::live::{Hold, Through};
 use super::refusal::{mixed_modes, NO_UPGRADE};
 use super::ticket::WaitTicket;
+use super::turns::Turn;
 use super::{Releaser, Shared};
 use crate::backend::{AcquireRequest, Attempt};
 use crate::background::{MustComplete, Undo, Work};
@@ -139,8 +140,9 @@ struct Acquisition<'a> {
     busy_since: Option<Instant>,
     /// The owner is a leader's id, made for this hold (see `AcquireRequest`).
     leader: bool,
-    /// The owner held nothing of the lock (see `AcquireRequest`).
-    fresh: bool,
+    /// The turn of the attempt out, or of the one that took the lock until its hold is among the
+    /// live guards (see `turns.rs`).
+    turn: Option<Arc<Turn>>,
 }
 
 impl<'a> Acquisition<'a> {
@@ -164,7 +166,7 @@ impl<'a> Acquisition<'a> {
             busy_attempts: 0,
             busy_since: None,
             leader: req.leader,
-            fresh: req.fresh,
+            turn: None,
         }
     }
 
@@ -250,15 +252,28 @@ impl<'a> Acquisition<'a> {
         Some(guard)
     }
 
-    /// One attempt, bounded by the backend's attempt timeout and the wait deadline.
-    async fn attempt(&self) -> Result<Attempt, LockError> {
-        let call = within(self.shared.backend.attempt_timeout(), self.call());
+    /// One attempt, bounded by the backend's attempt timeout and the wait deadline. It waits for
+    /// its turn among the owner's attempts on the lock (see `turns.rs`), which it keeps when it
+    /// took the lock.
+    async fn attempt(&mut self) -> Result<Attempt, LockError> {
+        self.turn = None;
+        let mut held = None;
+        if !self.leader {
+            // a leader's id is made for one hold: it has no other attempt, and holds nothing
+            let turn = self.shared.turns.take(&self.id, self.owner, self.deadline);
+            self.turn = Some(turn.await.ok_or_else(|| self.leaving(self.timeout()))?);
+            held = self.shared.live.held_token(&self.id, self.owner);
+        }
+        let call = within(self.shared.backend.attempt_timeout(), self.call(held));
         let sent = Instant::now();
         let attempt = match self.deadline {
             Some(deadline) => (tokio::time::timeout_at(deadline.into(), call).await)
                 .map_err(|_| self.unanswered_at_deadline(sent))?,
             None => call.await,
         };
+        if !matches!(attempt, Ok(Attempt::Acquired { .. })) {
+            self.turn = None;
+        }
         match attempt {
             Ok(attempt) => {
                 self.shared.outage.answered();
@@ -289,8 +304,8 @@ impl<'a> Acquisition<'a> {
     }
 
     /// The attempt's backend call, finished in the background (and released if it won) should
-    /// the caller go away.
-    fn call(&self) -> MustComplete<Result<Attempt, BoxError>> {
+    /// the caller go away; `held`: the token of the owner's hold of the lock, if it has one.
+    fn call(&self, held: Option<u64>) -> MustComplete<Result<Attempt, BoxError>> {
         let backend = self.shared.backend.clone();
         let (id, owner) = (self.id.clone(), self.owner.clone());
         let waiter = self
@@ -301,7 +316,7 @@ impl<'a> Acquisition<'a> {
         let (lease, mode, will_wait) = (self.lease, self.mode, self.ticket.is_some());
         let others_waiting = self.ticket.as_ref().is_some_and(WaitTicket::others_waiting);
         let queued = self.ticket.as_ref().is_some_and(WaitTicket::is_queued);
-        let (leader, fresh) = (self.leader, self.fresh);
+        let (leader, turn) = (self.leader, self.turn.clone());
         let call = Box::pin(async move {
             let req = AcquireRequest {
                 id: &id,
@@ -313,9 +328,12 @@ impl<'a> Acquisition<'a> {
                 mode,
                 queued,
                 leader,
-                fresh,
+                held,
             };
-            backend.try_acquire(&req).await
+            let attempt = backend.try_acquire(&req).await;
+            // answered: what it did in the backend is done, and an attempt that follows sees it
+            drop(turn);
+            attempt
         });
         let undo = release_if_won(self.shared, &self.id, self.owner, mode);
         MustComplete::new(call, &self.shared.background).with_undo(undo)
@@ -428,9 +446,7 @@ fn release_if_won(
     Box::new(move |out| -> Option<Work> {
         match out {
             Ok(Attempt::Acquired { token }) => Some(Box::pin(async move {
-                let _ = backend
-                    .release(&id, &owner, mode, token, Some(token), true)
-                    .await;
+                let _ = backend.release(&id, &owner, mode, token, Some(token)).await;
             })),
             _ => None,
         }

@@ -236,7 +236,7 @@ impl Shared {
     /// token, should the lock be held there still), its guards lost.
     /// It may have been handed on: its whole block of tokens counts as used.
     fn give_back_lost(&self, hold: Hold) {
-        self.release_held_later(hold, None, true, ());
+        self.release_held_later(hold, None, ());
     }
 
     /// The guard of a request holding `hold` (a cohort's) under `token`, with the cohort's lease.
@@ -256,28 +256,27 @@ impl Shared {
     }
 
     /// Release `hold`, a cohort's: the next request of this process inherits it, or it goes
-    /// back to the backend (`lost`: its lease may have run out, so only its token counts). If the
-    /// caller stops waiting, the release still completes in the background.
+    /// back to the backend, by its token. If the caller stops waiting, the release still
+    /// completes in the background.
     pub(super) async fn release_in_cohort(
         self: &Arc<Self>,
         hold: Hold,
-        lost: bool,
     ) -> Result<Released, BoxError> {
         match self.cohorts.release(&hold, self) {
             cohort::Released::Kept => Ok(Released::StillHeld),
             cohort::Released::NotHeld => Ok(Released::NotHeld),
             cohort::Released::ToBackend(held, last, succession) => {
-                self.release_held(held, Some(last), lost, succession).await
+                self.release_held(held, Some(last), succession).await
             }
         }
     }
 
     /// [`Self::release_in_cohort`] without waiting (from `Drop`).
-    pub(crate) fn release_in_cohort_background(self: &Arc<Self>, hold: Hold, lost: bool) {
+    pub(crate) fn release_in_cohort_background(self: &Arc<Self>, hold: Hold) {
         if let cohort::Released::ToBackend(held, last, succession) =
             self.cohorts.release(&hold, self)
         {
-            self.release_held_later(held, Some(last), lost, succession);
+            self.release_held_later(held, Some(last), succession);
         }
     }
 }

@@ -28,8 +28,6 @@ pub(super) struct Request<'a> {
     pub(super) wait: bool,
     /// Whether `owner` is a leader's id, made for this one hold (see `AcquireRequest`).
     pub(super) leader: bool,
-    /// Whether the owner held nothing of the lock in this manager (see `AcquireRequest`).
-    pub(super) fresh: bool,
 }
 
 impl<'a> Request<'a> {
@@ -84,7 +82,6 @@ impl Shared {
             owner,
             wait,
             leader: false,
-            fresh: false,
         };
         match opts.mode_value() {
             Mode::Exclusive | Mode::Fair => {
@@ -113,7 +110,6 @@ impl Shared {
             }
             _ => {}
         }
-        let fresh = !self.live.holds_directly(&id, owner);
-        self.acquire_in_backend(Request { fresh, ..req }).await
+        self.acquire_in_backend(req).await
     }
 }

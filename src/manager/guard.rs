@@ -128,7 +128,7 @@ impl LockGuard {
 impl Drop for LockGuard {
     fn drop(&mut self) {
         if let Some(held) = self.held.take() {
-            held.release_in_background(self.is_lost());
+            held.release_in_background();
         }
     }
 }
@@ -149,11 +149,11 @@ impl Releaser {
         };
         let hold = self.shared.live.take(self.number).ok_or_else(not_held)?;
         let released = match hold.through {
-            Through::Cohort(_) => self.shared.release_in_cohort(hold, lost).await,
+            Through::Cohort(_) => self.shared.release_in_cohort(hold).await,
             Through::ReadGroup(..) => self.shared.release_in_read_group(hold, lost).await,
             Through::Backend => {
                 let token = Some(hold.token);
-                self.shared.release_held(hold, token, lost, ()).await
+                self.shared.release_held(hold, token, ()).await
             }
         };
         match released {
@@ -168,45 +168,41 @@ impl Releaser {
 
     /// Release without waiting (from `Drop`): sent at once where the backend can, else by the
     /// watchdog task.
-    pub(crate) fn release_in_background(self, lost: bool) {
+    pub(crate) fn release_in_background(self) {
         let Some(hold) = self.shared.live.take(self.number) else {
             return; // the shutdown released it
         };
         match hold.through {
-            Through::Cohort(_) => return self.shared.release_in_cohort_background(hold, lost),
-            Through::ReadGroup(..) => {
-                return self.shared.release_in_read_group_background(hold, lost)
-            }
+            Through::Cohort(_) => return self.shared.release_in_cohort_background(hold),
+            Through::ReadGroup(..) => return self.shared.release_in_read_group_background(hold),
             Through::Backend => {}
         }
         if let Backend::Memory(memory) = &*self.shared.backend {
             // No I/O: release at once, so the next request sees the lock free.
             self.shared.stop_renewing(&hold);
-            let token = lost.then_some(hold.token);
-            memory.release(&hold.id, &hold.owner, hold.mode, token);
+            memory.release(&hold.id, &hold.owner, hold.mode, Some(hold.token));
             return;
         }
         let token = Some(hold.token);
-        self.shared.release_held_later(hold, token, lost, ());
+        self.shared.release_held_later(hold, token, ());
     }
 }
 
 impl Shared {
-    /// Release `held`, the backend's hold, now (`last_used`: the last token handed out under it,
-    /// when known; `lost`: its lease may have run out, so only its token counts); `after` is
-    /// dropped once the release is done (a cohort's succession). If the caller stops waiting, the
-    /// release still completes in the background.
+    /// Release `held`, the backend's hold (and no other hold of its owner: it goes by its token),
+    /// now (`last_used`: the last token handed out under it, when known); `after` is dropped once
+    /// the release is done (a cohort's succession). If the caller stops waiting, the release
+    /// still completes in the background.
     pub(crate) async fn release_held(
         &self,
         held: Hold,
         last_used: Option<u64>,
-        lost: bool,
         after: impl Send + 'static,
     ) -> Result<Released, BoxError> {
         self.stop_renewing(&held);
         let backend = self.backend.clone();
         let call = Box::pin(async move {
-            let released = release(&backend, &held, last_used, lost).await;
+            let released = release(&backend, &held, last_used).await;
             drop(after);
             released
         });
@@ -220,7 +216,6 @@ impl Shared {
         &self,
         held: Hold,
         last_used: Option<u64>,
-        lost: bool,
         after: impl Send + 'static,
     ) {
         self.stop_renewing(&held);
@@ -230,7 +225,6 @@ impl Shared {
             mode: held.mode,
             token: held.token,
             last_used,
-            lost,
         };
         let Err(after) = (self.backend).release_detached(&to_release, after, &self.background)
         else {
@@ -238,7 +232,7 @@ impl Shared {
         };
         let backend = self.backend.clone();
         self.background.finish(async move {
-            if let Err(err) = release(&backend, &held, last_used, lost).await {
+            if let Err(err) = release(&backend, &held, last_used).await {
                 let key = &*held.key;
                 tracing::warn!(key, error = %err, "background lock release failed; the lease will run out");
             }
@@ -261,16 +255,13 @@ impl Shared {
     }
 }
 
-/// Release `hold` in the backend (`last_used`: the last token handed out under it, when known;
-/// `lost`: its lease may have run out, so only its token counts).
+/// Release `hold` in the backend, by its token (`last_used`: the last token handed out under
+/// it, when known).
 pub(crate) async fn release(
     backend: &Backend,
     hold: &Hold,
     last_used: Option<u64>,
-    lost: bool,
 ) -> Result<Released, BoxError> {
     let (id, owner, mode, token) = (&hold.id, &hold.owner, hold.mode, hold.token);
-    backend
-        .release(id, owner, mode, token, last_used, lost)
-        .await
+    backend.release(id, owner, mode, token, last_used).await
 }

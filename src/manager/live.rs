@@ -69,8 +69,16 @@ pub(crate) struct LiveHolds {
 #[derive(Debug, Default)]
 struct Table {
     holds: IdMap<u64, Hold>,
-    /// How many holds each owner has of each lock in the backend itself (not shared).
-    direct: IdMap<(LockId, OwnerId), u32>,
+    /// How many holds each owner has of each lock in the backend itself (not shared), and the
+    /// token of the latest.
+    direct: IdMap<(LockId, OwnerId), Direct>,
+}
+
+/// An owner's holds of a lock in the backend itself.
+#[derive(Debug, Default)]
+struct Direct {
+    count: u32,
+    token: u64,
 }
 
 impl Table {
@@ -79,15 +87,34 @@ impl Table {
             return;
         }
         let key = (hold.id.clone(), hold.owner.clone());
-        let count = self.direct.entry(key.clone()).or_default();
+        let direct = self.direct.entry(key.clone()).or_default();
         if up {
-            *count += 1;
+            let replaced = direct.count > 0 && direct.token != hold.token;
+            direct.count += 1;
+            direct.token = hold.token;
+            if replaced {
+                self.replaced(hold);
+            }
         } else {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
+            direct.count = direct.count.saturating_sub(1);
+            if direct.count == 0 {
                 self.direct.remove(&key);
             }
         }
+    }
+
+    /// The backend answered an attempt of `hold`'s owner with a new token while the owner held
+    /// the lock under another: the backend's hold was not that one (a restart brought back an
+    /// older hold of the owner), and the attempt replaced it. The owner's holds under other
+    /// tokens are lost: the backend has nothing of them.
+    fn replaced(&self, hold: &Hold) {
+        let earlier = self.holds.values().filter(|earlier| {
+            earlier.through == Through::Backend
+                && earlier.id == hold.id
+                && earlier.owner == hold.owner
+                && earlier.token != hold.token
+        });
+        earlier.for_each(|earlier| earlier.lost.fire());
     }
 }
 
@@ -123,6 +150,14 @@ impl LiveHolds {
     pub(crate) fn holds_directly(&self, id: &LockId, owner: &OwnerId) -> bool {
         let table = self.table();
         table.direct.contains_key(&(id.clone(), owner.clone()))
+    }
+
+    /// The token under which `owner` holds `id` in the backend itself, if it does: the hold its
+    /// re-entries must find there.
+    pub(crate) fn held_token(&self, id: &LockId, owner: &OwnerId) -> Option<u64> {
+        let table = self.table();
+        let direct = table.direct.get(&(id.clone(), owner.clone()));
+        direct.map(|direct| direct.token)
     }
 
     /// Make the hold `number` a shared one, held as `through` says; the backend's hold is

@@ -18,6 +18,7 @@ mod record;
 mod refusal;
 mod shutdown;
 mod ticket;
+mod turns;
 mod watchdog_task;
 
 use std::sync::atomic::AtomicU64;
@@ -36,6 +37,7 @@ use cohort::Cohorts;
 use live::LiveHolds;
 use outage::Outage;
 use read_group::ReadGroups;
+use turns::Turns;
 use watchdog_task::WatchdogTask;
 
 use crate::backend::{Backend, InboxStop, Wiring};
@@ -114,6 +116,8 @@ pub(crate) struct Shared {
     closing: Closing,
     /// The holds of the live guards (the shutdown releases them).
     live: LiveHolds,
+    /// The attempts of each owner on each lock, one at a time.
+    turns: Arc<Turns>,
     /// Whether the backend is known unreachable (for logging an outage once).
     outage: Outage,
     /// The exclusive requests of this process, by lock, in front of the backend.
@@ -161,6 +165,7 @@ impl Shared {
             inbox_stop: Mutex::new(inbox_stop),
             closing: Closing::default(),
             live: LiveHolds::default(),
+            turns: Arc::default(),
             outage: Outage::default(),
             cohorts: Arc::new(Cohorts::new(timing.handoffs)),
             read_groups: Arc::new(ReadGroups::new(timing.handoffs)),

@@ -109,8 +109,8 @@ impl Shared {
     }
 
     /// Release `hold`, a read group member's: the group's hold in the backend goes with its last
-    /// member (`lost`: its lease may have run out, so only its token counts). If the caller
-    /// stops waiting, the release still completes in the background.
+    /// member, by its token (`lost`: the member's lease may have run out). If the caller stops
+    /// waiting, the release still completes in the background.
     pub(super) async fn release_in_read_group(
         self: &Arc<Self>,
         hold: Hold,
@@ -124,13 +124,13 @@ impl Shared {
                 Released::StillHeld
             });
         };
-        self.release_held(held, None, lost, ()).await
+        self.release_held(held, None, ()).await
     }
 
     /// [`Self::release_in_read_group`] without waiting (from `Drop`).
-    pub(crate) fn release_in_read_group_background(self: &Arc<Self>, hold: Hold, lost: bool) {
+    pub(crate) fn release_in_read_group_background(self: &Arc<Self>, hold: Hold) {
         if let Some(held) = self.leave_read_group(&hold) {
-            self.release_held_later(held, None, lost, ());
+            self.release_held_later(held, None, ());
         }
     }
 

@@ -50,7 +50,7 @@ impl Shared {
     async fn release_at_shutdown(&self, hold: &Hold) -> Result<(), LockError> {
         self.stop_renewing(hold);
         // a cohort's hold may have been handed on: its whole block of tokens counts as used
-        let outcome = release(&self.backend, hold, None, hold.lost.is_lost()).await;
+        let outcome = release(&self.backend, hold, None).await;
         hold.lost.fire();
         outcome
             .map(drop)

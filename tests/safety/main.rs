@@ -22,6 +22,7 @@ mod quorum_holds;
 mod read_groups;
 mod reentry_leases;
 mod restart;
+mod stale_reentry;
 mod tokens;
 mod waiting_record;
 mod watch;

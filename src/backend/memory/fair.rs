@@ -164,7 +164,7 @@ mod tests {
             mode: Mode::Fair,
             queued,
             leader: false,
-            fresh: false,
+            held: None,
         }
     }
 

@@ -119,6 +119,15 @@ impl MemoryBackend {
         if let Some(lock) = table.shared.get(req.id) {
             return Attempt::OtherMode { held: lock.family };
         }
+        let stale = (table.holder(req.id, now)).is_some_and(|held| {
+            let grant = req.queued && req.mode == Mode::Fair && held.mode == Mode::Fair;
+            *held.owner == **req.owner && !grant && req.held != Some(held.token)
+        });
+        if stale {
+            // a hold of the owner that its guards do not have (its release is on its way): not
+            // a re-entry; the attempt takes the lock afresh
+            table.locks.remove(req.id);
+        }
         if let Some(held) = table.holder(req.id, now) {
             if held.mode == Mode::Fair && req.mode == Mode::Exclusive {
                 // an exclusive request on a fair lock is a fair one (see `Mode::Exclusive`)

@@ -106,6 +106,13 @@ impl MemoryBackend {
     ) -> Attempt {
         let kind = shared_kind_of(req.mode).unwrap_or('n');
         let owner: &str = req.owner;
+        let stale = (lock.holds.get(owner))
+            .is_some_and(|hold| hold.granted_to.is_none() && req.held != Some(hold.token));
+        if stale {
+            // a hold of the owner that its guards do not have (its release is on its way): not
+            // a re-entry; the attempt takes the lock afresh
+            lock.holds.remove(owner);
+        }
         if let Some(hold) = lock.holds.get_mut(owner) {
             if req.queued && hold.granted_to.take().is_some() {
                 // a grant to a wait of this owner: ours, as a new hold

@@ -7,7 +7,8 @@
 --       (zset), fencing counter
 -- ARGV: owner, lease ms, manager id, will wait ('1'/'0'), other local waiters remain ('1'/'0'),
 --       attempt id (a fresh take records it as '#a', so that an undo whose answer never came can
---       find the hold this attempt made, and no other)
+--       find the hold this attempt made, and no other), the token this master issued for the
+--       owner's hold of the lock ('' none: its manager knows of none; '*' not known)
 -- Returns {1, token, 0} when acquired, {1, token, 1} when re-entered (the owner held it here
 -- already: token is that hold's), {0, pttl, 0} when busy.
 local lock, waiters, fence = KEYS[1], KEYS[2], KEYS[3]
@@ -15,6 +16,12 @@ local owner, lease, manager = ARGV[1], ARGV[2], ARGV[3]
 local will_wait, others = ARGV[4] == '1', ARGV[5] == '1'
 
 local holds, token, marked = lock_state(lock, owner)
+if holds and ARGV[7] ~= '*' and token ~= ARGV[7] then
+  -- A hold of the owner that it does not have (a restart from a snapshot brought back one it
+  -- released since) is not a re-entry: it goes, and the request takes the lock afresh.
+  redis.call('DEL', lock)
+  holds, token = false, false
+end
 if holds then
   return {1, reenter(lock, owner, lease, token), 1}
 end

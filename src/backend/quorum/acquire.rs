@@ -194,6 +194,11 @@ impl QuorumBackend {
         let (redis, up) = (self.nodes[i].redis.clone(), self.nodes[i].up.clone());
         let (lock, manager, timeout) = (lock.clone(), self.manager_id.clone(), self.node_timeout);
         let (will_wait, others_waiting) = (req.will_wait, req.others_waiting);
+        // the owner's hold there: none, its token, or unknown ('*': whatever the owner has)
+        let held = match req.held {
+            None => String::new(),
+            Some(_) => (self.holds.granted_on(&lock, i)).map_or("*".to_owned(), |t| t.to_string()),
+        };
         Box::pin(async move {
             let mut call = ScriptCall::new(&ACQUIRE, 3);
             call.key(&*lock.id)
@@ -204,7 +209,8 @@ impl QuorumBackend {
                 .arg(&*manager)
                 .arg(flag(will_wait))
                 .arg(flag(others_waiting))
-                .arg(attempt);
+                .arg(attempt)
+                .arg(held);
             let call = redis.run_script::<(i64, i64, i64)>(&lock.id, &call);
             let answer = bounded(timeout, &up, call).await;
             (i, answer.map(grant))

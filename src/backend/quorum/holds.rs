@@ -84,6 +84,15 @@ impl QuorumHolds {
         self.table().contains_key(lock)
     }
 
+    /// The token master `node` issued for the owner's hold of the lock, when known.
+    pub(super) fn granted_on(&self, lock: &LockParty, node: usize) -> Option<u64> {
+        let table = self.table();
+        match table.get(lock)?.parts.get(node)? {
+            Part::Granted(token) => Some(*token),
+            _ => None,
+        }
+    }
+
     /// A won attempt: `won` are the masters that granted it, `parts` what every master answered
     /// (see [`Part`]). Returns the hold's token. An owner that already holds the lock keeps its
     /// token when a majority of masters re-entered its hold (with the very token they issued for

@@ -5,7 +5,8 @@
 -- ARGV: owner ('<manager id>:<n>'), lease ms, how the request waits: '' (it does not), 'w' (it
 --       will), 'wo' (it will, and other requests of this process wait for the lock too), 'wr' (it
 --       will, and an earlier attempt of it found the lock busy and recorded this manager as
---       waiting), 'wor' (both)
+--       waiting), 'wor' (both), [the token of the owner's hold of the lock (absent: its manager
+--       knows of none)]
 -- Returns the fencing token (> 0) when acquired; when busy, -1 - the lock's remaining lease in ms;
 -- 'fair' when the lock is held in fair mode or fair requests queue for it (the request then waits
 -- in that queue: a fair request); when the lock is held or queued for in another family of modes
@@ -28,6 +29,14 @@ if fair then
 elseif shared then
   return shared_family(shared)
 end
+if holds and token ~= ARGV[4] then
+  -- A hold of the owner that it does not have (a restart from a snapshot brought back one it
+  -- released since) is not a re-entry: it ends, as its release would end it, and the request
+  -- takes the lock afresh, above its block. Its mark stays with the lock.
+  redis.call('DEL', lock)
+  retire_block(fence, token)
+  holds, token = false, false
+end
 if holds then
   return reenter(lock, owner, lease, token)
 end
@@ -39,7 +48,7 @@ if not token then
   -- Our release must reach the requests of this process that still wait; and when we were told the
   -- lock is free, other managers may still be waiting behind us.
   local others = wait == 'wo' or wait == 'wor'
-  if others or wait == 'wr' then
+  if others or wait == 'wr' or marked then
     token = take(lock, owner, lease, next_token(fence), '#w', '1')
   else
     token = take(lock, owner, lease, next_token(fence))

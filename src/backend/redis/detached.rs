@@ -66,7 +66,7 @@ impl RedisBackend {
                 )
             }
             None => {
-                let token = hold.lost.then_some(token);
+                let token = Some(token);
                 (self.release_hash_call(id, owner, token), Sent::Hash(token))
             }
         };

@@ -9,45 +9,29 @@ use crate::waiters::LockId;
 use redis::Value;
 use std::sync::Arc;
 
-/// How long a fair re-entry that met its owner's plain lock, whose token it did not know yet,
-/// waits before it looks again.
-const PLAIN_TOKEN_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
-
 impl RedisBackend {
     pub(crate) async fn fair_try_acquire(
         &self,
         req: &AcquireRequest<'_>,
     ) -> Result<Attempt, BoxError> {
-        let mut plain = self.plain_hold(req.id, req.owner);
-        // none for a timeout too long to count (`Duration::MAX`: never)
-        let deadline = tokio::time::Instant::now().checked_add(self.timeout);
-        loop {
-            let call = self.fair_acquire_call(req, plain.as_ref());
-            let answer: Value = self
-                .invoke_within(slot_hint(req.id), &call, super::LATE_REPLY)
-                .await?;
-            if matches!(&answer, Value::BulkString(word) if word == b"plain") {
-                // Another request of the owner took the lock on the plain path; its answer came
-                // before this one on the same connection, and is being read (or its hold is
-                // being undone, which frees the lock). Look again shortly, with its token if
-                // known by then.
-                if deadline.is_some_and(|deadline| tokio::time::Instant::now() >= deadline) {
-                    return Err("the owner's plain hold of the lock was never answered".into());
-                }
-                tokio::time::sleep(PLAIN_TOKEN_WAIT).await;
-                plain = self.plain_hold(req.id, req.owner);
-                continue;
-            }
-            let attempt = super::attempt(answer)?;
-            if let Some((token, _)) = plain {
-                self.after_fair_attempt(req.id, req.owner, token, &attempt);
-            }
-            return Ok(attempt);
+        // the owner's hold, when it is a plain one: the script makes it a hash
+        let plain = (req.held).and_then(|held| {
+            self.plain_hold(req.id, req.owner)
+                .filter(|(t, _)| *t == held)
+        });
+        let call = self.fair_acquire_call(req, plain.as_ref());
+        let answer: Value = self
+            .invoke_within(slot_hint(req.id), &call, super::LATE_REPLY)
+            .await?;
+        let attempt = super::attempt(answer)?;
+        if let Some((token, _)) = plain {
+            self.after_fair_attempt(req.id, req.owner, token, &attempt);
         }
+        Ok(attempt)
     }
 
-    /// The fair acquire script's call for `req`, with the token and value of its owner's plain
-    /// hold.
+    /// The fair acquire script's call for `req`, with the value of its owner's hold when that is
+    /// a plain one (`plain`: its token and value).
     fn fair_acquire_call(
         &self,
         req: &AcquireRequest<'_>,
@@ -68,8 +52,11 @@ impl RedisBackend {
             .arg(server_ms(self.eviction))
             .arg(&*self.channels.prefix(req.id))
             .arg(req.waiter);
-        if let Some((token, value)) = plain {
-            call.arg(*token).arg(&**value);
+        if let Some(held) = req.held {
+            call.arg(held);
+            if let Some((_, value)) = plain {
+                call.arg(&**value);
+            }
         }
         call
     }

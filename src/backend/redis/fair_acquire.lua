@@ -5,12 +5,11 @@
 --       heartbeat key, fencing counter, waiting managers (exclusive mode)
 -- ARGV: owner, lease ms, will wait ('1'/'0'), already queued ('1'/'0'), eviction ms (heartbeat
 --       deadline and claim lease), inbox channel prefix, this request's waiter ('<owner>|<n>'),
---       [the token and the value of the owner's plain hold of the lock, when its manager knows
---       one]
+--       [the token of the owner's hold of the lock (absent: its manager knows of none), [the
+--       lock's value, when that hold is a plain one]]
 -- Returns the fencing token (> 0) when acquired; when busy, -1 - the lock's remaining lease in ms;
 -- when the lock is held or waited for in another family of modes (they are not mixed on one
--- lock), that family's name: 'read/write' or 'semaphore'; 'plain' when the owner holds the lock
--- as a plain lock and the call did not give its token.
+-- lock), that family's name: 'read/write' or 'semaphore'.
 local lock, owner, lease = KEYS[1], ARGV[1], ARGV[2]
 local will_wait, queued = ARGV[3] == '1', ARGV[4] == '1'
 local eviction, prefix, waiter = ARGV[5], ARGV[6], ARGV[7]
@@ -26,20 +25,28 @@ if redis.call('EXISTS', lock, q, waiters) == 0 then
   return take(lock, owner, lease, next_token(fence), '#f', '1')
 end
 local holds, token, marked, fair, shared, holder, plain = lock_state(lock, owner)
-if holder == owner then
-  -- The owner's own plain lock: a re-entry, which makes it a hash. Without its token (the answer
-  -- that took it is still on its way to another request of the owner) the manager waits for it.
-  if plain ~= ARGV[9] then
-    return 'plain'
-  end
+-- a grant to a wait of the owner (taken up or not): that wait's, whatever this request holds
+local granted = fair and fair ~= '1' and owner_of(fair) == owner
+if holder == owner and plain == ARGV[9] then
+  -- The owner's own plain lock: a re-entry, which makes it a hash.
   unplain(lock, owner, ARGV[8])
   holds, token, marked, fair = '1', ARGV[8], '1', '1'
+elseif holder == owner or (holds and not granted and token ~= ARGV[8]) then
+  -- A hold of the owner that it does not have (a restart from a snapshot brought back one it
+  -- released since) is not a re-entry: it ends, as its release would end it (a plain lock's
+  -- token only its holder knew: the clock passed it), and the request takes the lock as a free
+  -- one. (No other request of the owner has an answer on its way: see `turns.rs`.)
+  if holder ~= owner then
+    retire_block(fence, token)
+  end
+  redis.call('DEL', lock)
+  holds, token, marked, fair = false, false, false, false
 end
 if shared then
   return shared_family(shared)
 end
 if holds then
-  if queued and fair and fair ~= '1' and owner_of(fair) == owner then
+  if queued and granted then
     -- A grant whose message we have not received (or one made to an earlier wait of this owner
     -- that left without using it): it is ours, not a re-entry. It gets a new token and no longer
     -- names a wait, so that neither the message, should it still come, nor the earlier wait's

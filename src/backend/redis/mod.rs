@@ -334,28 +334,28 @@ impl RedisBackend {
         call.arg(&**req.owner)
             .arg(server_ms(req.lease))
             .arg(wait_mode(req));
+        if let Some(held) = req.held {
+            call.arg(held);
+        }
         let answer = self
             .invoke_within(slot_hint(req.id), &call, LATE_REPLY)
             .await?;
         attempt(answer)
     }
 
-    /// Release the hold of `owner` of an exclusive or fair lock made under `token`. While it is
-    /// not `lost`, any hold of the owner is this one's (re-entries share its token) and the
-    /// token is left out of a script's call (each argument costs Redis time); a plain hold is
-    /// found by its token in any case.
+    /// Release the hold of `owner` of an exclusive or fair lock made under `token`, and no other
+    /// (see [`crate::backend::Backend::release`]); a plain hold is found by its token.
     pub(crate) async fn release(
         &self,
         id: &LockId,
         owner: &OwnerId,
         token: u64,
         last_used: Option<u64>,
-        lost: bool,
     ) -> Result<Released, BoxError> {
         if let Some(released) = self.release_if_plain(id, owner, token, last_used).await {
             return released;
         }
-        self.release_hash(id, owner, lost.then_some(token)).await
+        self.release_hash(id, owner, Some(token)).await
     }
 
     /// Release `owner`'s hold of `id` as a lock hash, bound to `token` if given.

@@ -32,6 +32,9 @@ impl RedisBackend {
             .arg(req.waiter)
             .arg(&family)
             .arg(shared_kind_of(req.mode).unwrap_or('n').to_string());
+        if let Some(held) = req.held {
+            call.arg(held);
+        }
         let answer = self
             .invoke_within(slot_hint(req.id), &call, super::LATE_REPLY)
             .await?;

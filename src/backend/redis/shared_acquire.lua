@@ -4,7 +4,8 @@
 -- ARGV: owner, lease ms, will wait ('1'/'0'), already queued ('1'/'0'), eviction ms (heartbeat
 --       deadline and claim lease), inbox channel prefix, this request's waiter
 --       ('<owner>|<n>|<kind>', or the owner when the request does not wait), family ('rw', or
---       's' and the number of permits), kind ('r' read, 'w' write, 'n' permit)
+--       's' and the number of permits), kind ('r' read, 'w' write, 'n' permit), [the token of
+--       the owner's hold of the lock (absent: its manager knows of none)]
 -- Returns the fencing token (> 0) when acquired; when busy, -1 - the time in ms until the first
 -- holder's lease runs out; when the lock is held or waited for in another family of modes (or as
 -- a semaphore of another size), the family's name: 'exclusive', 'fair', 'read/write' or
@@ -33,6 +34,13 @@ end
 local now = now_ms()
 purge(lock, holders, now)
 local held = redis.call('HMGET', lock, owner, '#x', '#g:' .. owner, '#t:' .. owner)
+if held[1] and not held[3] and held[4] ~= ARGV[10] then
+  -- A hold of the owner that it does not have (a restart from a snapshot brought back one it
+  -- released since) is not a re-entry: it goes, and the request takes a hold afresh. (A grant
+  -- to a wait of the owner is its wait's to take up.)
+  drop_shared(lock, holders, owner)
+  held[1] = false
+end
 if held[1] and live_hold(lock, holders, owner) then
   local expires = int(now + tonumber(lease))
   if queued and held[3] then

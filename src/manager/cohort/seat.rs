@@ -98,8 +98,7 @@ impl Drop for Inheritance {
     fn drop(&mut self) {
         // never taken: the request went away after the hand-off; release it as its holder would
         if let Some(hold) = self.hold.take() {
-            let lost = hold.lost.is_lost();
-            self.shared.release_in_cohort_background(hold, lost);
+            self.shared.release_in_cohort_background(hold);
         }
     }
 }

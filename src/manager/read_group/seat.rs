@@ -62,8 +62,7 @@ impl Drop for Membership {
     fn drop(&mut self) {
         // never taken: the request went away after it joined; it leaves as a member would
         if let Some(hold) = self.hold.take() {
-            let lost = hold.lost.is_lost();
-            self.shared.release_in_read_group_background(hold, lost);
+            self.shared.release_in_read_group_background(hold);
         }
     }
 }

@@ -131,7 +131,7 @@ impl RedisBackend {
         }
         match req.mode {
             Mode::Exclusive => req.leader,
-            Mode::Fair => req.leader || req.fresh,
+            Mode::Fair => req.leader || req.held.is_none(),
             _ => false,
         }
     }
