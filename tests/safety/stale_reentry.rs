@@ -29,7 +29,7 @@ fn case(key: &'static str, owner_opts: LockOptions, other_opts: LockOptions) -> 
         key,
         owner_opts,
         holds: 1,
-        probe: other_opts.clone(),
+        probe: other_opts,
         other_opts,
     }
 }
@@ -101,7 +101,7 @@ async fn run(
     for (i, (case, owner)) in cases.iter().zip(&owners).enumerate() {
         let (t1, t2) = (first[i], second[i]);
         assert!(t1 < t2, "{}: {t1} then {t2}", case.key);
-        let opts = case.owner_opts.clone().wait_timeout(Duration::from_secs(5));
+        let opts = case.owner_opts.wait_timeout(Duration::from_secs(5));
         let what = format!("{}: O's own request", case.key);
         let guard = retried(&what, || owner.acquire(case.key, &opts)).await;
         let t3 = guard.fencing_token();
