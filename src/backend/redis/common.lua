@@ -135,6 +135,19 @@ local function manager_of(owner)
   return string.match(owner, '^[^:]+')
 end
 
+-- Whether `manager` listens on its inbox channel (whose name is `prefix` and its id): a manager
+-- that died no longer does, and none of its waiters is granted anything. `heard` keeps the
+-- answers of one script call (nobody subscribes or leaves while a script runs), so that a dead
+-- manager's thousands of waiters cost one look, not one grant undone each.
+local function listens(prefix, manager, heard)
+  local known = heard[manager]
+  if known == nil then
+    known = redis.call('PUBSUB', 'NUMSUB', prefix .. manager)[2] > 0
+    heard[manager] = known
+  end
+  return known
+end
+
 -- Make `key` live at least `ms` more milliseconds (a number), never less than it would have: the
 -- waiting-managers record is shared by requests with different leases, and a short one must not
 -- cut the record another manager still sleeps on. (A key without expiry gets one.)
@@ -240,9 +253,12 @@ local function join_queue(q, heartbeat, waiter, eviction, queued)
   redis.call('PEXPIRE', q, eviction)
 end
 
--- At most this many dead waiters are skipped by one grant; live waiters behind more re-check on
--- their next heartbeat, which finds the lock free.
-local MAX_SKIPPED = 100
+-- One call of a grant script looks at this many queued waiters at most: Redis runs one script at
+-- a time, and a queue may hold thousands of dead waiters (a killed process's). A grant stopped by
+-- this bound with waiters left and room for them says so ('more'): its caller calls again at once
+-- (`grant_on.lua`), and a waiter that finds it so tries again at once. Should that caller die
+-- first, the heartbeats of the waiters left find the room (`heartbeat.lua`).
+local MAX_LOOKED = 1000
 
 -- Make the longest-waiting live waiter the owner of the free lock `lock`, with a short claim lease
 -- (`claim_ms`, a decimal string) that its manager extends, and tell its manager. A waiter whose
@@ -251,18 +267,22 @@ local MAX_SKIPPED = 100
 -- `releaser` (optional) is an owner whose manager runs this script: a grant to a waiter of that
 -- manager is not published but returned, and the manager hands it to the waiter from the
 -- script's answer (one message less for Redis to write and for the manager to read).
--- Returns the waiter the lock was granted to, false when nobody got it; and, for a waiter of the
--- releaser's manager, the grant ('g|<lock>|<waiter>|<token>').
+-- Returns the waiter the lock was granted to, false when nobody got it; for a waiter of the
+-- releaser's manager, the grant ('g|<lock>|<waiter>|<token>'); and whether it stopped at
+-- MAX_LOOKED with waiters left (the lock is then free).
 local function grant_next(lock, q, fence, prefix, claim_ms, caller, releaser)
   -- a grant undone below (its manager no longer listens) leaves its block to the next one
   local floor
-  for _ = 0, MAX_SKIPPED do
+  local heard, here = {}, releaser and manager_of(releaser)
+  for _ = 1, MAX_LOOKED do
     local head = redis.call('LPOP', q)
     if not head then
       return false
     end
+    local manager = manager_of(head)
     -- deleting the heartbeat key tells whether the waiter was alive, and clears it
-    if redis.call('DEL', heartbeat_key(lock, head)) == 1 then
+    if redis.call('DEL', heartbeat_key(lock, head)) == 1
+      and (head == caller or manager == here or listens(prefix, manager, heard)) then
       -- waiters may remain behind the head: the new holder's release looks at the queue
       if head == caller then
         -- the caller learns of it from its script's answer: no wait is named
@@ -271,8 +291,7 @@ local function grant_next(lock, q, fence, prefix, claim_ms, caller, releaser)
       end
       local token = take(lock, owner_of(head), claim_ms, next_token(fence, floor), '#f', head, '#w', '1')
       local grant = 'g|' .. lock .. '|' .. head .. '|' .. int(token)
-      local manager = manager_of(head)
-      if releaser and manager == manager_of(releaser) then
+      if manager == here then
         return head, grant
       end
       if redis.call('PUBLISH', prefix .. manager, grant) > 0 then
@@ -280,7 +299,8 @@ local function grant_next(lock, q, fence, prefix, claim_ms, caller, releaser)
       end
       redis.call('DEL', lock)
       floor = token + TOKEN_BLOCK
+      heard[manager] = false
     end
   end
-  return false
+  return false, nil, redis.call('EXISTS', q) == 1
 end

@@ -4,7 +4,8 @@
 -- lock, pass it on to the next waiter.
 -- KEYS: lock hash, queue, this waiter's heartbeat key, fencing counter
 -- ARGV: owner, the waiter ('<owner>|<n>'), inbox channel prefix, claim lease ms
--- Returns 1 when an unused grant was dropped, else 0.
+-- Returns 1 when an unused grant was dropped, else 0; 'more' when the grant of the freed lock
+-- stopped at its bound with waiters left (the manager grants on at once).
 local lock, q, heartbeat, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, waiter = ARGV[1], ARGV[2]
 redis.call('LREM', q, '1', waiter)
@@ -19,7 +20,10 @@ local held = redis.call('HMGET', lock, owner, '#t')
 if held[1] == '1' then
   redis.call('DEL', lock)
   retire_block(fence, held[2])
-  grant_next(lock, q, fence, ARGV[3], ARGV[4])
+  local _, _, more = grant_next(lock, q, fence, ARGV[3], ARGV[4])
+  if more then
+    return 'more'
+  end
 else
   redis.call('HINCRBY', lock, owner, '-1')
 end

@@ -7,7 +7,8 @@
 --       deadline and claim lease), inbox channel prefix, this request's waiter ('<owner>|<n>'),
 --       [the token of the owner's hold of the lock (absent: its manager knows of none), [the
 --       lock's value, when that hold is a plain one]]
--- Returns the fencing token (> 0) when acquired; when busy, -1 - the lock's remaining lease in ms;
+-- Returns the fencing token (> 0) when acquired; when busy, -1 - the lock's remaining lease in ms
+-- (-1: try again at once, as when the lock is free with waiters left beyond a grant's bound);
 -- when the lock is held or waited for in another family of modes (they are not mixed on one
 -- lock), that family's name: 'read/write' or 'semaphore'.
 local lock, owner, lease = KEYS[1], ARGV[1], ARGV[2]
@@ -66,6 +67,7 @@ if holds then
   return reenter(lock, owner, lease, token)
 end
 
+local more
 if not token then
   -- free, but waited for
   wake_recorded(waiters, prefix, lock)
@@ -73,7 +75,8 @@ if not token then
   local ours = not head or head == waiter
   if not ours then
     -- free, but others queued first (the holder died, or a grant went astray): the head gets it
-    local granted = grant_next(lock, q, fence, prefix, eviction, waiter)
+    local granted, _
+    granted, _, more = grant_next(lock, q, fence, prefix, eviction, waiter)
     if granted == waiter then
       -- the waiters ahead of us were dead: the lock came to us
       redis.call('PEXPIRE', lock, lease)
@@ -98,14 +101,19 @@ end
 
 if will_wait then
   join_queue(q, heartbeat, waiter, eviction, queued)
-  -- the holder's release must look at the queue
-  if not marked then
+  -- the holder's release must look at the queue (a free lock has none: its taker marks it; a
+  -- mark made here would make it a hash without an expiry)
+  if token and not marked then
     redis.call('HSET', lock, '#w', '1')
   end
   if not fair then
     -- held in exclusive mode: managers may wait for it in that mode
     wake_recorded(waiters, prefix, lock)
   end
+end
+if more then
+  -- the lock is free, and waiters ahead of us may all be dead: look again at once
+  return -1
 end
 local ttl = redis.call('PTTL', lock)
 if ttl < 0 then

@@ -4,7 +4,8 @@
 -- ARGV: eviction ms
 -- Returns per waiter: 0 no longer queued (granted, dropped as dead, or its heartbeat ran out), 1
 -- queued behind a holder, 2 queued while the lock may have room (a grant expired unused, a
--- holder's lease ran out): the waiter should retry now.
+-- holder's lease ran out, a grant stopped at its bound and its caller never carried it on): the
+-- waiter should retry now, and its attempt grants the room.
 local eviction = ARGV[1]
 local states = {}
 -- queues whose expiry this batch has pushed back already
@@ -29,10 +30,16 @@ for i = 1, #KEYS / 3 do
       local first = redis.call('ZRANGE', lock .. ':s', 0, 0, 'WITHSCORES')
       local head = redis.call('LINDEX', q, 0)
       local head_beat = head and heartbeat_key(lock, head)
+      -- (a plain lock, whose read as a hash fails, has no family)
+      local family = redis.pcall('HGET', lock, '#s')
       if not (first[2] and tonumber(first[2]) > now) then
         states[i] = 2
       elseif head_beat and head_beat ~= heartbeat and redis.call('EXISTS', head_beat) == 0 then
         -- the head of the queue died: the waiters behind it may fit beside the holders
+        states[i] = 2
+      elseif head and type(family) == 'string'
+        and has_room(lock, lock .. ':s', family, string.sub(head, -1)) then
+        -- the head fits beside the holders, yet nobody granted it the room
         states[i] = 2
       else
         states[i] = 1

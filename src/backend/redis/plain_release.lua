@@ -10,8 +10,8 @@
 --       not have passed it yet (else empty); the claim lease in ms and the inbox channel prefix,
 --       as '<ms> <prefix>'
 -- Returns -1 when the lock does not hold that value (the hold was lost), -2 when it is a hash (a
--- re-entry made it one: the release script releases it by its token), else 0 or the grant as the
--- release script returns it.
+-- re-entry made it one: the release script releases it by its token), else 0, the grant or
+-- 'more' as the release script returns them.
 local lock = KEYS[1]
 local held = redis.pcall('GET', lock)
 if held ~= ARGV[1] then
@@ -31,8 +31,12 @@ end
 local claim_ms, prefix = string.match(ARGV[3], '^(%d+) (.*)$')
 -- the value is the owner id after a '!' in fair mode, then '|' and the hold's number
 local owner = string.match(ARGV[1], '^!?([^|]*)')
-local granted, grant = grant_next(lock, q, KEYS[4] or lock .. ':f', prefix, claim_ms, nil, owner)
+local granted, grant, more = grant_next(lock, q, KEYS[4] or lock .. ':f', prefix, claim_ms, nil, owner)
 if not granted then
   notify_next(waiters, prefix, lock)
+end
+if more then
+  -- the lock is free, and live waiters may stand beyond the grant's bound: the manager grants on
+  return 'more'
 end
 return grant or 0

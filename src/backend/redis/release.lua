@@ -9,7 +9,8 @@
 --       token of the hold (absent: any hold of the owner)]
 -- Returns -1 when the owner did not hold the lock (under that token), else the holds left (0:
 -- freed); when the lock went to a waiter of the owner's own manager, the grant
--- ('g|<lock>|<waiter>|<token>'), which that manager hands to its waiter instead of a message.
+-- ('g|<lock>|<waiter>|<token>'), which that manager hands to its waiter instead of a message;
+-- 'more' when the grant stopped at its bound with waiters left (the manager grants on at once).
 local lock, owner, token = KEYS[1], ARGV[1], ARGV[3]
 -- a plain lock found here is another holder's: its read as a hash fails
 local state = redis.pcall('HMGET', lock, owner, '#w', '#t')
@@ -38,8 +39,12 @@ if redis.call('EXISTS', waiters, q) == 0 then
   return 0
 end
 local claim_ms, prefix = string.match(ARGV[2], '^(%d+) (.*)$')
-local granted, grant = grant_next(lock, q, fence, prefix, claim_ms, nil, owner)
+local granted, grant, more = grant_next(lock, q, fence, prefix, claim_ms, nil, owner)
 if not granted then
   notify_next(waiters, prefix, lock)
+end
+if more then
+  -- the lock is free, and live waiters may stand beyond the grant's bound: the manager grants on
+  return 'more'
 end
 return grant or 0

@@ -23,6 +23,7 @@ const SHARED_ACQUIRE_BODY: &str = include_str!("shared_acquire.lua");
 const SHARED_RELEASE_BODY: &str = include_str!("shared_release.lua");
 const SHARED_ABANDON_BODY: &str = include_str!("shared_abandon.lua");
 const PLAIN_RELEASE_BODY: &str = include_str!("plain_release.lua");
+const GRANT_ON_BODY: &str = include_str!("grant_on.lua");
 
 /// Whether `text` uses the identifier `name` (not as part of a longer identifier).
 fn uses(text: &str, name: &str) -> bool {
@@ -141,6 +142,8 @@ pub(crate) struct Scripts {
     pub(crate) shared_abandon: Script,
     /// Release a plain lock by its value; when it frees, grant it as `release` does.
     pub(crate) plain_release: Script,
+    /// Carry on a grant that stopped at its bound with waiters left.
+    pub(crate) grant_on: Script,
     /// Every source, for loading them up front.
     pub(crate) sources: Vec<String>,
     /// Whether a call declares every key of a lock its script touches (see
@@ -164,6 +167,7 @@ impl Scripts {
             SHARED_RELEASE_BODY,
             SHARED_ABANDON_BODY,
             PLAIN_RELEASE_BODY,
+            GRANT_ON_BODY,
         ];
         let sources: Vec<String> = bodies.map(|body| adapt(assemble(body))).into();
         let script = |i: usize| Script::new(&sources[i]);
@@ -179,6 +183,7 @@ impl Scripts {
             shared_release: script(8),
             shared_abandon: script(9),
             plain_release: script(10),
+            grant_on: script(11),
             sources,
             declare_keys,
         }
@@ -198,10 +203,15 @@ pub(crate) static STANDALONE: LazyLock<Scripts> =
 
 /// The scripts of a Redis Cluster: messages go out with `SPUBLISH` (sharded pub/sub), to a
 /// channel in the slot of the lock, so that they stay on the shard that owns it instead of
-/// being broadcast to every node. Calls declare every key of a lock they touch.
+/// being broadcast to every node; whether a manager listens is asked the same way. Calls declare
+/// every key of a lock they touch.
 #[cfg(feature = "cluster")]
-pub(crate) static SHARDED: LazyLock<Scripts> =
-    LazyLock::new(|| Scripts::new(|source| source.replace("'PUBLISH'", "'SPUBLISH'"), true));
+pub(crate) static SHARDED: LazyLock<Scripts> = LazyLock::new(|| {
+    Scripts::new(
+        |source| (source.replace("'PUBLISH'", "'SPUBLISH'")).replace("'NUMSUB'", "'SHARDNUMSUB'"),
+        true,
+    )
+});
 
 #[cfg(test)]
 mod tests {
@@ -226,7 +236,9 @@ mod tests {
             "int",
             "take",
             "grant_next",
-            "MAX_SKIPPED",
+            "MAX_LOOKED",
+            "MAX_GRANTED",
+            "listens",
             "drop_hold",
             "grant_shared",
             "purge",
@@ -249,9 +261,10 @@ mod tests {
                 "next_token",
                 "take",
                 "manager_of",
+                "listens",
                 "heartbeat_key",
                 "owner_of",
-                "MAX_SKIPPED",
+                "MAX_LOOKED",
                 "grant_next",
                 "notify_next"
             ],
@@ -266,6 +279,7 @@ mod tests {
     fn a_cluster_publishes_on_the_shard_of_the_lock_only() {
         for source in &SHARDED.sources {
             assert!(!source.contains("'PUBLISH'"), "{source}");
+            assert!(!source.contains("'NUMSUB'"), "{source}");
         }
         let released = &SHARDED.sources[1];
         assert!(released.contains("redis.call('SPUBLISH'"), "{released}");
@@ -307,6 +321,6 @@ mod tests {
         assert!(uses("local x = take(a)", "take"));
         assert!(!uses("local x = retake(a)", "take"));
         assert!(!uses("local take_all = 1", "take"));
-        assert!(uses("for _ = 0, MAX_SKIPPED do", "MAX_SKIPPED"));
+        assert!(uses("for _ = 1, MAX_LOOKED do", "MAX_LOOKED"));
     }
 }

@@ -68,73 +68,76 @@ local function take_shared(lock, holders, fence, family, owner, kind, now, ms)
   return token
 end
 
+-- One call of a shared grant script grants this many holds at most (each costs Redis a dozen
+-- commands); as with MAX_LOOKED, a grant stopped by a bound says so, and is carried on at once.
+local MAX_GRANTED = 100
+
 -- Grant the room of a shared lock to the waiters at the head of its queue, in order: one write,
 -- or every read up to the next write, or permits while any are left. Each grant starts with the
 -- claim lease (`claim_ms`, a decimal string) that its manager extends; each manager gets ONE
--- message for all its grants, one line per grant. A waiter whose heartbeat ran out is dropped
--- wherever it stands, so that a dead write at the head never holds back the reads behind it;
--- the grants of a manager that no longer listens are dropped and their room granted on.
+-- message for all its grants, one line per grant. A waiter whose heartbeat ran out, or whose
+-- manager no longer listens, is dropped wherever it stands, so that a dead write at the head
+-- never holds back the reads behind it.
 -- `caller` (optional) is the waiter running this script: it learns of its grant from the answer.
 -- `releaser` (optional) is an owner whose manager runs this script: the grants to that manager's
 -- waiters are not published but returned, for the manager to hand over itself.
--- Returns the caller's token when it was granted, else false; and the grants to the releaser's
--- manager (one per line), if any.
+-- Returns the caller's token when it was granted, else false; the grants to the releaser's
+-- manager (one per line), if any; and whether it stopped at a bound (MAX_LOOKED, MAX_GRANTED)
+-- with waiters left that may fit.
 local function grant_shared(lock, holders, q, fence, family, prefix, claim_ms, caller, releaser)
-  local now, mine, here, handed = now_ms(), false, nil, nil
-  for _ = 0, MAX_SKIPPED do
-    local messages, order, owners = {}, {}, {}
-    for _ = 0, MAX_SKIPPED do
-      local head = redis.call('LINDEX', q, 0)
-      if not head then
-        break
-      end
-      local alive = redis.call('EXISTS', heartbeat_key(lock, head)) == 1
-      if alive and not has_room(lock, holders, family, string.sub(head, -1)) then
-        break
-      end
-      redis.call('LPOP', q)
-      if alive then
-        redis.call('DEL', heartbeat_key(lock, head))
-        local owner = owner_of(head)
-        local token = take_shared(lock, holders, fence, family, owner, string.sub(head, -1), now, claim_ms)
-        if head == caller then
-          mine = token
+  local now, mine, handed, more = now_ms(), false, nil, false
+  local heard, here = {}, releaser and manager_of(releaser)
+  local messages, order, owners, granted = {}, {}, {}, 0
+  for looked = 1, MAX_LOOKED + 1 do
+    local head = redis.call('LINDEX', q, 0)
+    if not head then
+      break
+    elseif looked > MAX_LOOKED or granted >= MAX_GRANTED then
+      more = true
+      break
+    end
+    local beat, manager = heartbeat_key(lock, head), manager_of(head)
+    local alive = redis.call('EXISTS', beat) == 1
+      and (head == caller or manager == here or listens(prefix, manager, heard))
+    if alive and not has_room(lock, holders, family, string.sub(head, -1)) then
+      break
+    end
+    redis.call('LPOP', q)
+    redis.call('DEL', beat)
+    if alive then
+      granted = granted + 1
+      local owner = owner_of(head)
+      local token = take_shared(lock, holders, fence, family, owner, string.sub(head, -1), now, claim_ms)
+      if head == caller then
+        mine = token
+      else
+        redis.call('HSET', lock, '#g:' .. owner, head)
+        local grant = 'g|' .. lock .. '|' .. head .. '|' .. int(token)
+        if messages[manager] then
+          messages[manager] = messages[manager] .. '\n' .. grant
         else
-          redis.call('HSET', lock, '#g:' .. owner, head)
-          local manager = manager_of(owner)
-          local grant = 'g|' .. lock .. '|' .. head .. '|' .. int(token)
-          if messages[manager] then
-            messages[manager] = messages[manager] .. '\n' .. grant
-          else
-            messages[manager] = grant
-            order[#order + 1] = manager
-          end
-          owners[#owners + 1] = owner
+          messages[manager] = grant
+          order[#order + 1] = manager
         end
+        owners[#owners + 1] = owner
       end
-    end
-    local dropped = false
-    if releaser and #order > 0 then
-      here = here or manager_of(releaser)
-    end
-    for _, manager in ipairs(order) do
-      if manager == here then
-        -- handed over by the releasing manager itself, which is alive: it sent this script
-        handed = handed and handed .. '\n' .. messages[manager] or messages[manager]
-      elseif redis.call('PUBLISH', prefix .. manager, messages[manager]) == 0 then
-        for _, owner in ipairs(owners) do
-          if manager_of(owner) == manager then
-            drop_shared(lock, holders, owner)
-          end
-        end
-        dropped = true
-      end
-    end
-    if not dropped then
-      return mine, handed
     end
   end
-  return mine, handed
+  for _, manager in ipairs(order) do
+    if manager == here then
+      -- handed over by the releasing manager itself, which is alive: it sent this script
+      handed = messages[manager]
+    elseif redis.call('PUBLISH', prefix .. manager, messages[manager]) == 0 then
+      -- (it listened when looked at: a script runs alone) its grants go, and their room on
+      for _, owner in ipairs(owners) do
+        if manager_of(owner) == manager then
+          drop_shared(lock, holders, owner)
+        end
+      end
+      more = true
+    end
+  end
+  return mine, handed, more
 end
 
 -- After a shared lock lost a holder or a waiter: when nobody holds it and nobody waits, its keys go.

@@ -79,6 +79,8 @@ impl RedisBackend {
             .arg(waiter)
             .arg(&*self.channels.prefix(id))
             .arg(server_ms(self.eviction));
-        self.invoke::<i64>(slot_hint(id), &call).await.map(drop)
+        let answer = self.invoke::<redis::Value>(slot_hint(id), &call).await?;
+        self.carry_on(id, &answer).await;
+        Ok(())
     }
 }

@@ -4,7 +4,8 @@
 -- the reads behind it.
 -- KEYS: lock hash, holders, queue, this waiter's heartbeat key, fencing counter
 -- ARGV: owner, the waiter ('<owner>|<n>|<kind>'), inbox channel prefix, claim lease ms
--- Returns 1 when an unused grant was dropped, else 0.
+-- Returns 1 when an unused grant was dropped, else 0; 'more' when the grant stopped at its bound
+-- with waiters left that may fit (the manager grants on at once).
 local lock, holders, q, heartbeat, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, waiter = ARGV[1], ARGV[2]
 redis.call('LREM', q, '1', waiter)
@@ -25,6 +26,9 @@ if state[3] == waiter then
   dropped = 1
 end
 purge(lock, holders, now_ms())
-grant_shared(lock, holders, q, fence, state[1], ARGV[3], ARGV[4])
+local _, _, more = grant_shared(lock, holders, q, fence, state[1], ARGV[3], ARGV[4])
 tidy_shared(lock, holders, q)
+if more then
+  return 'more'
+end
 return dropped

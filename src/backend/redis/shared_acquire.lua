@@ -7,9 +7,10 @@
 --       's' and the number of permits), kind ('r' read, 'w' write, 'n' permit), [the token of
 --       the owner's hold of the lock (absent: its manager knows of none)]
 -- Returns the fencing token (> 0) when acquired; when busy, -1 - the time in ms until the first
--- holder's lease runs out; when the lock is held or waited for in another family of modes (or as
--- a semaphore of another size), the family's name: 'exclusive', 'fair', 'read/write' or
--- 'semaphore'; 'upgrade' when the owner holds a read and asks to write.
+-- holder's lease runs out (-1: try again at once, as when a grant stopped at its bound); when
+-- the lock is held or waited for in another family of modes (or as a semaphore of another size),
+-- the family's name: 'exclusive', 'fair', 'read/write' or 'semaphore'; 'upgrade' when the owner
+-- holds a read and asks to write.
 local lock, holders, q, heartbeat, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, lease = ARGV[1], ARGV[2]
 local will_wait, queued = ARGV[3] == '1', ARGV[4] == '1'
@@ -70,9 +71,11 @@ if held[1] and live_hold(lock, holders, owner) then
 end
 
 local head = redis.call('LINDEX', q, 0)
+local more
 if head and head ~= waiter then
   -- others queued first; room may have opened with nobody told (a holder's lease ran out)
-  local mine = grant_shared(lock, holders, q, fence, family, prefix, eviction, waiter)
+  local mine, _
+  mine, _, more = grant_shared(lock, holders, q, fence, family, prefix, eviction, waiter)
   if mine then
     redis.call('ZADD', holders, int(now + tonumber(lease)), owner)
     live_at_least(lock, tonumber(lease))
@@ -94,6 +97,10 @@ if will_wait then
   -- while anyone waits, the hash names the family, so that other families see the lock taken
   redis.call('HSET', lock, '#s', family)
   live_at_least(lock, tonumber(eviction))
+end
+if more then
+  -- waiters beyond the grant's bound may fit: look again at once
+  return -1
 end
 local first = redis.call('ZRANGE', holders, 0, 0, 'WITHSCORES')
 local ttl = first[2] and tonumber(first[2]) - now or tonumber(eviction)
