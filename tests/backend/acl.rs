@@ -44,6 +44,7 @@ const SETUSER: &[&str] = &[
     "+pexpire",
     "+pttl",
     "+publish",
+    "+pubsub|numsub",
     "+rpush",
     "+set",
     "+time",

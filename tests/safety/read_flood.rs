@@ -35,7 +35,7 @@ fn request(
     opts: &LockOptions,
 ) -> tokio::task::JoinHandle<Result<LockGuard, LockError>> {
     let (manager, key) = (manager.clone(), key.to_owned());
-    let opts = opts.clone().wait_timeout(Duration::from_secs(5));
+    let opts = opts.wait_timeout(Duration::from_secs(5));
     tokio::spawn(async move { manager.acquire(&key, &opts).await })
 }
 
@@ -154,7 +154,7 @@ async fn live_shared_waiter_behind_dead_ones(opts: LockOptions, holds: usize, ki
     let server = RedisServer::start();
     let (holder, waiter) = (manager(&server).await, manager(&server).await);
     let holder_opts = match kind {
-        "|n" => opts.clone(),
+        "|n" => opts,
         _ => LockOptions::write(),
     };
     let mut held = Vec::new();

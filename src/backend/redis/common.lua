@@ -135,17 +135,24 @@ local function manager_of(owner)
   return string.match(owner, '^[^:]+')
 end
 
--- Whether `manager` listens on its inbox channel (whose name is `prefix` and its id): a manager
--- that died no longer does, and none of its waiters is granted anything. `heard` keeps the
--- answers of one script call (nobody subscribes or leaves while a script runs), so that a dead
--- manager's thousands of waiters cost one look, not one grant undone each.
+-- Whether `manager` may listen on its inbox channel (whose name is `prefix` and its id): a
+-- manager that died no longer does, and none of its waiters is granted anything. `heard` keeps
+-- what one script call learned (nobody subscribes or leaves while a script runs), so that a dead
+-- manager's thousands of waiters cost one look, not one grant undone each. A user whose ACL
+-- refuses PUBSUB NUMSUB learns it from a grant's message that reached nobody (the grant's
+-- script then sets `heard[manager]` false).
 local function listens(prefix, manager, heard)
   local known = heard[manager]
-  if known == nil then
-    known = redis.call('PUBSUB', 'NUMSUB', prefix .. manager)[2] > 0
-    heard[manager] = known
+  if known == nil and not heard['#refused'] then
+    local subscribers = redis.pcall('PUBSUB', 'NUMSUB', prefix .. manager)
+    if subscribers.err then
+      heard['#refused'] = true
+    else
+      known = subscribers[2] > 0
+      heard[manager] = known
+    end
   end
-  return known
+  return known ~= false
 end
 
 -- Make `key` live at least `ms` more milliseconds (a number), never less than it would have: the
@@ -253,11 +260,12 @@ local function join_queue(q, heartbeat, waiter, eviction, queued)
   redis.call('PEXPIRE', q, eviction)
 end
 
--- One call of a grant script looks at this many queued waiters at most: Redis runs one script at
--- a time, and a queue may hold thousands of dead waiters (a killed process's). A grant stopped by
--- this bound with waiters left and room for them says so ('more'): its caller calls again at once
--- (`grant_on.lua`), and a waiter that finds it so tries again at once. Should that caller die
--- first, the heartbeats of the waiters left find the room (`heartbeat.lua`).
+-- One call of a grant script looks at this many queued waiters at most (a grant undone, as its
+-- manager no longer listens, counts as ten): Redis runs one script at a time, and a queue may
+-- hold thousands of dead waiters (a killed process's). A grant stopped by this bound with waiters
+-- left and room for them says so ('more'): its caller calls again at once (`grant_on.lua`), and
+-- a waiter that finds it so tries again at once. Should that caller die first, the heartbeats of
+-- the waiters left find the room (`heartbeat.lua`).
 local MAX_LOOKED = 1000
 
 -- Make the longest-waiting live waiter the owner of the free lock `lock`, with a short claim lease
@@ -274,7 +282,9 @@ local function grant_next(lock, q, fence, prefix, claim_ms, caller, releaser)
   -- a grant undone below (its manager no longer listens) leaves its block to the next one
   local floor
   local heard, here = {}, releaser and manager_of(releaser)
-  for _ = 1, MAX_LOOKED do
+  local budget = MAX_LOOKED
+  while budget > 0 do
+    budget = budget - 1
     local head = redis.call('LPOP', q)
     if not head then
       return false
@@ -300,6 +310,7 @@ local function grant_next(lock, q, fence, prefix, claim_ms, caller, releaser)
       redis.call('DEL', lock)
       floor = token + TOKEN_BLOCK
       heard[manager] = false
+      budget = budget - 9
     end
   end
   return false, nil, redis.call('EXISTS', q) == 1

@@ -128,7 +128,7 @@ local function grant_shared(lock, holders, q, fence, family, prefix, claim_ms, c
       -- handed over by the releasing manager itself, which is alive: it sent this script
       handed = messages[manager]
     elseif redis.call('PUBLISH', prefix .. manager, messages[manager]) == 0 then
-      -- (it listened when looked at: a script runs alone) its grants go, and their room on
+      -- (it stopped listening, as far as this call can tell) its grants go, their room on
       for _, owner in ipairs(owners) do
         if manager_of(owner) == manager then
           drop_shared(lock, holders, owner)
