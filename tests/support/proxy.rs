@@ -44,6 +44,14 @@ impl Shared {
         self.faults.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Wait while the proxy partitions (until healed or stopped).
+    fn wait_healed(&self) {
+        let mut faults = self.faults();
+        while faults.blackhole && !self.stopped.load(Ordering::SeqCst) {
+            faults = self.healed.wait(faults).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
     fn close(&self, id: u64) {
         let mut faults = self.faults();
         if let Some(at) = faults.conns.iter().position(|c| c.0 == id) {
@@ -106,7 +114,9 @@ impl Proxy {
 
     /// Stop forwarding, connections kept open (new ones are accepted, and forward nothing
     /// either): a partition. What is sent meanwhile is held, and delivered on [`heal`](Self::heal),
-    /// as TCP would retransmit it.
+    /// as TCP would retransmit it; so is a close: a connection the server closes meanwhile (it
+    /// died, or restarted) looks open to the client until the heal. A new connection reaches the
+    /// server only on the heal.
     pub fn blackhole(&self) {
         self.shared.faults().blackhole = true;
     }
@@ -133,6 +143,8 @@ impl Drop for Proxy {
     /// Stop accepting, cut every connection, and lift the blackhole so that no thread waits on.
     fn drop(&mut self) {
         self.shared.stopped.store(true, Ordering::SeqCst);
+        // wake the threads waiting for a heal
+        self.heal();
         // wake the acceptor, blocked in accept()
         let _ = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port));
         if let Some(acceptor) = self.acceptor.take() {
@@ -149,6 +161,11 @@ fn accept(listener: TcpListener, shared: Arc<Shared>) {
             return;
         }
         let Ok(client) = client else { continue };
+        // a partition holds the new connection's way to the server too
+        shared.wait_healed();
+        if shared.stopped.load(Ordering::SeqCst) {
+            return;
+        }
         let Ok(server) = TcpStream::connect((Ipv4Addr::LOCALHOST, shared.target)) else {
             continue; // the client sees its connection closed, as if refused
         };
@@ -187,17 +204,12 @@ fn pump(mut from: TcpStream, mut to: TcpStream, id: u64, shared: Arc<Shared>) {
     thread::spawn(move || {
         let forwarded = due.iter().try_for_each(|(at, chunk)| {
             thread::sleep(at.saturating_duration_since(Instant::now()));
-            let mut faults = shared.faults();
-            while faults.blackhole && !shared.stopped.load(Ordering::SeqCst) {
-                faults = shared
-                    .healed
-                    .wait(faults)
-                    .unwrap_or_else(|p| p.into_inner());
-            }
-            drop(faults);
+            shared.wait_healed();
             to.write_all(&chunk)
         });
         let _: io::Result<()> = forwarded;
+        // a close, like the bytes before it, goes through a partition only when it heals
+        shared.wait_healed();
         shared.close(id);
     });
 }
