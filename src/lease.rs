@@ -20,6 +20,9 @@ pub(crate) struct LostSignal {
     notify: Notify,
     /// The lease is known valid until here (`None`: it does not run out by time).
     valid_until: Mutex<Option<Instant>>,
+    /// The latest moment after which the server is known to have held the lease: the start of
+    /// the last call it answered with the hold (the acquisition, or a renewal that found it).
+    proven: Mutex<Option<Instant>>,
 }
 
 impl LostSignal {
@@ -29,7 +32,20 @@ impl LostSignal {
             lost: AtomicBool::new(false),
             notify: Notify::new(),
             valid_until: Mutex::new(valid_until),
+            proven: Mutex::new(None),
         }
+    }
+
+    /// The server answered a call begun at `at` with the hold: it held the lease after `at`.
+    pub(crate) fn prove(&self, at: Instant) {
+        let mut proven = self.proven.lock().unwrap_or_else(|p| p.into_inner());
+        *proven = Some(proven.map_or(at, |before| before.max(at)));
+    }
+
+    /// The latest moment after which the server is known to have held the lease (see
+    /// [`LostSignal::prove`]); `None` before any proof.
+    pub(crate) fn proven(&self) -> Option<Instant> {
+        *self.proven.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The lock name, as given.

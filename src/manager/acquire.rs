@@ -399,6 +399,8 @@ impl<'a> Acquisition<'a> {
         } else {
             Arc::new(LostSignal::new(key.clone(), Some(valid_until)))
         };
+        // the server answered the call that made this hold: it held it after `since`
+        lost.prove(since);
         let info = LockInfo::new(key.clone(), token, lost.clone());
         let number = self.shared.live.insert(Hold {
             key,

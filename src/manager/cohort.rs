@@ -30,9 +30,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{oneshot, Notify};
 
 mod answers;
+mod hand_off;
+mod loss;
 mod seat;
 
 pub(crate) use answers::{Enter, Released, Turn};
+pub(crate) use hand_off::proven;
+use hand_off::HandOff;
 pub(crate) use seat::{Inheritance, Seat, Succession};
 
 use super::live::{Hold, Through};
@@ -78,8 +82,12 @@ struct Cohort {
     handoffs: u32,
     /// The manager's count of connection troubles (`WaitRegistry::wake_alls`) when the leader
     /// began to take the lock. Once it moved, the server may have restarted and forgotten the
-    /// hold: it is not handed on, but goes back to the backend, which knows.
+    /// hold: it is not handed on, but goes back to the backend, which knows. (A drop may also go
+    /// unseen: a hand-off also needs a recent proof of the hold, `hand_off.rs`.)
     connections: u64,
+    /// Dropped when `held` leaves the cohort: stops the task that watches its lease
+    /// (`loss.rs`).
+    watch: Option<oneshot::Sender<()>>,
     /// The requests waiting, in arrival order.
     waiting: VecDeque<Waiting>,
     /// Told when a leader begins, takes the lock or gives up (a second request of its owner, or
@@ -184,8 +192,14 @@ impl Cohorts {
     }
 
     /// The hold `hold` of the cohort's holder is released: hand the lock to the next request
-    /// waiting, or give it back to the backend.
-    pub(crate) fn release(self: &Arc<Self>, hold: &Hold, shared: &Arc<Shared>) -> Released {
+    /// waiting, or give it back to the backend. `may_confirm`: a hand-off whose proof of the hold
+    /// is not recent asks for a confirmation first ([`Released::Confirm`]); else it is not made.
+    pub(crate) fn release(
+        self: &Arc<Self>,
+        hold: &Hold,
+        shared: &Arc<Shared>,
+        may_confirm: bool,
+    ) -> Released {
         let mut table = self.table();
         let closed = table.closed;
         let Some(cohort) = table.cohorts.get_mut(&hold.id) else {
@@ -205,12 +219,17 @@ impl Cohorts {
             *count -= 1;
             return Released::Kept;
         }
-        if !closed && cohort.hand_off(shared, self.bound) {
-            return Released::Kept;
+        if !closed {
+            match cohort.hand_off(shared, self.bound, may_confirm) {
+                HandOff::Made => return Released::Kept,
+                HandOff::Unproven(held) => return Released::Confirm(held),
+                HandOff::None => {}
+            }
         }
         cohort.holder = None;
         cohort.leader = None;
         cohort.handoffs = 0;
+        cohort.watch = None;
         match cohort.held.take() {
             Some(held) => {
                 let last = cohort.last_token.max(held.token);
@@ -288,16 +307,24 @@ impl Cohorts {
     }
 
     /// The leader took the lock: `hold` is the cohort's, under its token; `connections` as the
-    /// leader found them when it began.
-    fn establish(&self, id: &LockId, hold: Hold, connections: u64) {
+    /// leader found them when it began. The receiver resolves once the hold leaves the cohort
+    /// (`None`: the cohort is gone).
+    fn establish(
+        &self,
+        id: &LockId,
+        hold: Hold,
+        connections: u64,
+    ) -> Option<oneshot::Receiver<()>> {
         let mut table = self.table();
-        if let Some(cohort) = table.cohorts.get_mut(id) {
-            cohort.last_token = hold.token;
-            cohort.handoffs = 0;
-            cohort.connections = connections;
-            cohort.held = Some(hold);
-            cohort.settled.notify_waiters();
-        }
+        let cohort = table.cohorts.get_mut(id)?;
+        let (watch, left) = oneshot::channel();
+        cohort.last_token = hold.token;
+        cohort.handoffs = 0;
+        cohort.connections = connections;
+        cohort.held = Some(hold);
+        cohort.watch = Some(watch);
+        cohort.settled.notify_waiters();
+        Some(left)
     }
 }
 
@@ -310,6 +337,7 @@ impl Cohort {
             last_token: 0,
             handoffs: 0,
             connections: 0,
+            watch: None,
             waiting: VecDeque::new(),
             settled: Arc::default(),
         }
@@ -363,50 +391,5 @@ impl Cohort {
         }
         *count += 1;
         Some(Enter::Reentered(held.for_request(owner), self.last_token))
-    }
-
-    /// Hand the lock to the first request still waiting, if the bound (when it counts for that
-    /// request), the lease and the block of tokens allow, and no connection dropped since the
-    /// leader took the lock.
-    fn hand_off(&mut self, shared: &Arc<Shared>, bound: u32) -> bool {
-        let Some(held) = &self.held else {
-            return false;
-        };
-        if shared.waiters.wake_alls() != self.connections {
-            return false;
-        }
-        // the tokens of the backend's block: `held.token` and the ones after it
-        let block_end = held.token + u64::from(TOKEN_BLOCK) - 1;
-        while !held.lost.is_lost() && self.last_token < block_end {
-            let handoffs = self.handoffs;
-            if (self.waiting.front()).is_some_and(|next| next.bounded && handoffs >= bound) {
-                return false;
-            }
-            let Some(Waiting {
-                owner,
-                turn,
-                bounded,
-                ..
-            }) = self.waiting.pop_front()
-            else {
-                return false;
-            };
-            let token = self.last_token + 1;
-            let inheritance = Inheritance {
-                shared: shared.clone(),
-                hold: Some(held.for_request(&owner)),
-                token,
-            };
-            match turn.send(Turn::Inherit(inheritance)) {
-                Ok(()) => {
-                    self.handoffs += u32::from(bounded);
-                    self.last_token = token;
-                    self.holder = Some((owner, 1));
-                    return true;
-                }
-                Err(unsent) => unsent.disarm(),
-            }
-        }
-        false
     }
 }

@@ -193,7 +193,9 @@ impl Shared {
             .hold_number()
             .and_then(|n| self.live.adopt(n, through))
         {
-            seat.established(hold, connections);
+            if let Some(left) = seat.established(hold.clone(), connections) {
+                self.watch_cohort_hold(hold, left);
+            }
         }
         Ok(Some(guard))
     }
@@ -235,7 +237,7 @@ impl Shared {
     /// A cohort's hold whose lease was lost, left by its cohort: released in the backend (by its
     /// token, should the lock be held there still), its guards lost.
     /// It may have been handed on: its whole block of tokens counts as used.
-    fn give_back_lost(&self, hold: Hold) {
+    pub(crate) fn give_back_lost(&self, hold: Hold) {
         self.release_held_later(hold, None, ());
     }
 
@@ -262,21 +264,41 @@ impl Shared {
         self: &Arc<Self>,
         hold: Hold,
     ) -> Result<Released, BoxError> {
-        match self.cohorts.release(&hold, self) {
+        let mut released = self.cohorts.release(&hold, self, true);
+        if let cohort::Released::Confirm(held) = released {
+            self.confirm_hold(&held).await;
+            released = self.cohorts.release(&hold, self, false);
+        }
+        match released {
             cohort::Released::Kept => Ok(Released::StillHeld),
             cohort::Released::NotHeld => Ok(Released::NotHeld),
             cohort::Released::ToBackend(held, last, succession) => {
                 self.release_held(held, Some(last), succession).await
             }
+            // (not asked for)
+            cohort::Released::Confirm(_) => Ok(Released::StillHeld),
         }
     }
 
-    /// [`Self::release_in_cohort`] without waiting (from `Drop`).
+    /// [`Self::release_in_cohort`] without waiting (from `Drop`): a confirmation it needs, and
+    /// what follows, run in the background.
     pub(crate) fn release_in_cohort_background(self: &Arc<Self>, hold: Hold) {
-        if let cohort::Released::ToBackend(held, last, succession) =
-            self.cohorts.release(&hold, self)
-        {
-            self.release_held_later(held, Some(last), succession);
+        match self.cohorts.release(&hold, self, true) {
+            cohort::Released::ToBackend(held, last, succession) => {
+                self.release_held_later(held, Some(last), succession);
+            }
+            cohort::Released::Confirm(held) => {
+                let shared = self.clone();
+                self.background.finish(async move {
+                    shared.confirm_hold(&held).await;
+                    if let cohort::Released::ToBackend(held, last, succession) =
+                        shared.cohorts.release(&hold, &shared, false)
+                    {
+                        shared.release_held_later(held, Some(last), succession);
+                    }
+                });
+            }
+            cohort::Released::Kept | cohort::Released::NotHeld => {}
         }
     }
 }

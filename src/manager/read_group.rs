@@ -4,8 +4,10 @@
 //! hand-offs; the backend's hold is released when the group's last member leaves.
 //!
 //! Each member gets the next token of the block the backend reserved with the group's hold, and
-//! shares its lease (renewed by the watchdog) and its lost signal. A group whose hold is lost, or
-//! whose connection to Redis dropped since the leader began, takes no new member.
+//! shares its lease (renewed by the watchdog) and its lost signal; a re-entry of a member gets
+//! that member's own token again. A group whose hold is lost, or whose connection to Redis
+//! dropped since the leader began, takes no new member; nor does one whose hold the server did
+//! not vouch for recently (see `cohort/hand_off.rs`) until a confirmation does.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,6 +18,7 @@ mod seat;
 
 pub(crate) use seat::{Membership, ReadSeat};
 
+use super::cohort::proven;
 use super::live::{Hold, Through};
 use super::Shared;
 use crate::ids::{IdMap, OwnerId};
@@ -53,8 +56,9 @@ struct Group {
     joins: u32,
     /// The manager's count of connection troubles when the leader began (see `Cohort`).
     connections: u64,
-    /// The owners of the requests holding through the group (the leader's from the start).
-    members: Vec<OwnerId>,
+    /// The owners of the requests holding through the group (the leader's from the start), each
+    /// with the token it got (the leader's is the hold's, once taken).
+    members: Vec<(OwnerId, u64)>,
     /// The reads waiting for the leader's hold.
     waiting: Vec<(OwnerId, oneshot::Sender<ReadTurn>)>,
 }
@@ -66,6 +70,9 @@ pub(crate) enum EnterRead {
     Lead(ReadSeat),
     /// The request joined a group: it holds through the hold given, under the token given.
     Joined(Hold, u64),
+    /// The open group's hold was not vouched for by the server recently: confirm it (the hold
+    /// given), then enter again, without asking for a confirmation.
+    Confirm(Hold),
     /// The group's leader is taking the hold: wait for it.
     Queued(oneshot::Receiver<ReadTurn>),
     /// The group's leader is taking the hold, and this request does not wait: ask the backend.
@@ -100,12 +107,14 @@ impl ReadGroups {
     }
 
     /// Enter the read groups of `id` as a request of `owner` (`wait`: it may wait for a leader);
-    /// `connections`: the manager's count of connection troubles now.
+    /// `connections`: the manager's count of connection troubles now; `may_confirm`: joining a
+    /// hold not proven recently asks for a confirmation ([`EnterRead::Confirm`]) instead of
+    /// sealing its group.
     pub(crate) fn enter(
         self: &Arc<Self>,
         id: &LockId,
         owner: &OwnerId,
-        wait: bool,
+        (wait, may_confirm): (bool, bool),
         connections: u64,
     ) -> EnterRead {
         let mut table = self.table();
@@ -116,15 +125,14 @@ impl ReadGroups {
         // a re-entry joins the owner's group whatever the bound: the backend would wait behind a
         // queued write for ever, the write waiting for the owner's first read
         let live = |g: &&mut Group| g.held.as_ref().is_some_and(|h| !h.lost.is_lost());
-        let mine = groups
-            .iter_mut()
-            .filter(live)
-            .find(|g| g.members.contains(owner));
-        if let Some(group) = mine {
+        let mine = (groups.iter_mut().filter(live))
+            .find_map(|g| g.token_of(owner).map(|token| (g, token)));
+        if let Some((group, token)) = mine {
+            // (not a new acquisition: the owner's own token, which needs no new proof)
             let hold = group.held.clone().expect("a live group holds");
-            group.members.push(owner.clone());
+            group.members.push((owner.clone(), token));
             let through = Through::ReadGroup(group.number, owner.clone());
-            return EnterRead::Joined(hold.through(through), group.last_token);
+            return EnterRead::Joined(hold.through(through), token);
         }
         if let Some(group) = groups.iter_mut().find(|g| g.open) {
             if group.held.is_none() {
@@ -134,6 +142,13 @@ impl ReadGroups {
                 let (turn, next) = oneshot::channel();
                 group.waiting.push((owner.clone(), turn));
                 return EnterRead::Queued(next);
+            }
+            if let Some(hold) = group.unproven(self.bound, connections) {
+                if may_confirm {
+                    return EnterRead::Confirm(hold);
+                }
+                // confirmed already, to no avail: this request leads a new group
+                group.open = false;
             }
             if let Some(joined) = group.join(owner, self.bound, connections) {
                 return EnterRead::Joined(joined.0, joined.1);
@@ -153,7 +168,7 @@ impl ReadGroups {
     pub(crate) fn is_member(&self, id: &LockId, owner: &OwnerId) -> bool {
         let table = self.table();
         let groups = table.locks.get(id).map(Vec::as_slice).unwrap_or_default();
-        groups.iter().any(|g| g.members.contains(owner))
+        groups.iter().any(|g| g.token_of(owner).is_some())
     }
 
     /// A member of group `number` of `id` leaves: when it was the last, the group ends, and its
@@ -163,7 +178,7 @@ impl ReadGroups {
         let groups = table.locks.get_mut(id)?;
         let at = groups.iter().position(|g| g.number == number)?;
         let group = &mut groups[at];
-        let member = group.members.iter().position(|m| m == owner)?;
+        let member = group.members.iter().position(|(m, _)| m == owner)?;
         group.members.swap_remove(member);
         if !group.members.is_empty() {
             return None;
@@ -214,9 +229,19 @@ impl ReadGroups {
         };
         group.last_token = hold.token;
         group.connections = connections;
+        for (_, token) in group.members.iter_mut() {
+            // the leader's (its request is the only member yet)
+            *token = hold.token;
+        }
         group.held = Some(hold);
+        // a grant that came by message may not prove the hold recent: the reads enter again, and
+        // confirm it
+        let unproven = group.unproven(self.bound, connections).is_some();
         for (owner, turn) in std::mem::take(&mut group.waiting) {
-            let Some((hold, token)) = group.join(&owner, self.bound, connections) else {
+            let joined = (!unproven)
+                .then(|| group.join(&owner, self.bound, connections))
+                .flatten();
+            let Some((hold, token)) = joined else {
                 let _ = turn.send(ReadTurn::Again);
                 continue;
             };
@@ -258,14 +283,28 @@ impl Group {
             last_token: 0,
             joins: 0,
             connections: 0,
-            members: vec![owner.clone()],
+            members: vec![(owner.clone(), 0)],
             waiting: Vec::new(),
         }
     }
 
+    /// The token of `owner`'s hold through this group, if it is a member.
+    fn token_of(&self, owner: &OwnerId) -> Option<u64> {
+        let member = self.members.iter().find(|(m, _)| m == owner);
+        member.map(|(_, token)| *token)
+    }
+
+    /// The group's hold, when a new member could join it but for a recent proof that the server
+    /// still holds it.
+    fn unproven(&self, bound: u32, connections: u64) -> Option<Hold> {
+        let held = self.held.as_ref()?;
+        let joinable = self.open && self.joins < bound && connections == self.connections;
+        (joinable && !held.lost.is_lost() && !proven(&held.lost)).then(|| held.clone())
+    }
+
     /// `owner` joins the held group, if it is open, its hold live, the bound not reached and no
-    /// connection dropped since the leader began; else the group is sealed. The member's hold and
-    /// token.
+    /// connection dropped since the leader began; else the group is sealed. (The caller saw to
+    /// the hold's proof: [`Group::unproven`].) The member's hold and token.
     fn join(&mut self, owner: &OwnerId, bound: u32, connections: u64) -> Option<(Hold, u64)> {
         let held = self.held.as_ref()?;
         if !self.open
@@ -279,14 +318,14 @@ impl Group {
         self.joins += 1;
         self.last_token += 1;
         self.open = self.joins < bound;
-        self.members.push(owner.clone());
+        self.members.push((owner.clone(), self.last_token));
         let through = Through::ReadGroup(self.number, owner.clone());
         Some((held.through(through), self.last_token))
     }
 
     /// Undo the join of `owner`, whose request went away before it learned of it.
     fn unjoin(&mut self, owner: &OwnerId) {
-        if let Some(member) = self.members.iter().rposition(|m| m == owner) {
+        if let Some(member) = self.members.iter().rposition(|(m, _)| m == owner) {
             self.members.swap_remove(member);
             self.joins -= 1;
         }

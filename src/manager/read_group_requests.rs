@@ -37,15 +37,27 @@ impl Shared {
         let started = Instant::now();
         let deadline = opts.wait_timeout_value().map(|t| started + t);
         let timeout = || self.wait_over(key, started);
+        let mut may_confirm = true;
         loop {
             let connections = self.waiters.wake_alls();
-            let turn = match self.read_groups.enter(id, owner, wait, connections) {
+            let entered = self
+                .read_groups
+                .enter(id, owner, (wait, may_confirm), connections);
+            let turn = match entered {
                 EnterRead::Lead(seat) => {
                     let opts = remaining(opts, deadline).ok_or_else(timeout)?;
                     return self.lead_read_group(seat, req.with_opts(&opts)).await;
                 }
                 EnterRead::Joined(hold, token) => {
                     return Ok(Some(self.reentered_guard(hold, token, opts)))
+                }
+                EnterRead::Confirm(hold) => {
+                    // one confirmation: what it finds decides whether the group takes members
+                    until(deadline, self.confirm_hold(&hold))
+                        .await
+                        .ok_or_else(timeout)?;
+                    may_confirm = false;
+                    continue;
                 }
                 EnterRead::Closed => return Err(LockError::Closed),
                 EnterRead::Alone => ReadTurn::Alone,

@@ -131,7 +131,9 @@ async fn extend_batch(backend: &Backend, claims: &Claims, batch: &[(LockParty, C
     match backend.renew(&locks, lease).await {
         Ok(extended) => {
             for ((_, claim), ok) in batch.iter().zip(extended) {
-                if !(ok && claim.lost.extend(started + lease)) {
+                if ok && claim.lost.extend(started + lease) {
+                    claim.lost.prove(started);
+                } else {
                     let key = claim.lost.key();
                     tracing::warn!(key, "fair grant lost before its claim lease was extended");
                     telemetry::lease_lost("claim");

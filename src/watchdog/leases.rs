@@ -102,7 +102,8 @@ impl Leases {
     }
 
     /// The outcome of renewing the lease of `lock` whose holds had `token` when the round began.
-    pub(super) fn record(
+    /// A renewal that found the hold proves it held after `started` (see `LostSignal::prove`).
+    pub(crate) fn record(
         &self,
         lock: &LockParty,
         token: u64,
@@ -117,6 +118,9 @@ impl Leases {
             return;
         };
         let lost = judge(&entry.lost, outcome, started + lease);
+        if !lost && outcome == Some(true) {
+            entry.lost.prove(started);
+        }
         if lost {
             tracing::debug!(key = entry.lost.key(), lock = %lock.id, "lease lost");
             entry.lost.fire();

@@ -7,6 +7,8 @@ mod support;
 
 mod beat_round;
 mod cancelled_take;
+mod cohort_lost;
+mod cohort_restart;
 mod cohorts;
 mod dead_waiters;
 mod drift;
@@ -21,6 +23,7 @@ mod outage;
 mod plain_retire;
 mod quorum_holds;
 mod read_flood;
+mod read_group_reentry;
 mod read_groups;
 mod reentry_leases;
 mod restart;

@@ -3,9 +3,11 @@
 
 use std::time::Duration;
 
+use super::call::Reads;
 use super::{server_ms, slot_hint, RedisBackend, ScriptCall};
 use crate::backend::LockParty;
 use crate::error::BoxError;
+use crate::waiters::LockId;
 
 impl RedisBackend {
     /// Run `call` on the parties of `batch` whose locks share a slot, each group at once (a
@@ -41,6 +43,25 @@ impl RedisBackend {
     ) -> Result<Vec<bool>, BoxError> {
         self.per_slot(batch, |group| self.renew_slot(group, lease))
             .await
+    }
+
+    /// Whether `owner` still holds `id`: one read, no script, nothing changed. A lock that is
+    /// not of the kind the owner took (a plain lock that became a hash, or the other way round)
+    /// is an error, which proves nothing.
+    pub(crate) async fn holds(&self, id: &LockId, owner: &str) -> Result<bool, BoxError> {
+        let mut read = redis::pipe();
+        match self.plain_hold(id, owner) {
+            Some((_, value)) => {
+                read.cmd("GET").arg(&**id);
+                let (held,): (Option<String>,) = self.invoke(slot_hint(id), &Reads(read)).await?;
+                Ok(held.as_deref() == Some(&*value))
+            }
+            None => {
+                read.cmd("HEXISTS").arg(&**id).arg(owner);
+                let (held,): (bool,) = self.invoke(slot_hint(id), &Reads(read)).await?;
+                Ok(held)
+            }
+        }
     }
 
     /// Renew leases whose locks share a slot.

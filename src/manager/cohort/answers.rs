@@ -64,4 +64,7 @@ pub(crate) enum Released {
     ToBackend(Hold, u64, Succession),
     /// The hold was not the cohort's holder's (the shutdown took it).
     NotHeld,
+    /// A request waits for the hold, but the server's last word on it is not recent: confirm the
+    /// hold given (the cohort's), then release again, without asking for a confirmation.
+    Confirm(Hold),
 }

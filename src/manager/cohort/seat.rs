@@ -53,10 +53,15 @@ impl Seat {
     }
 
     /// The leader took the lock in the backend: `hold` (its live hold) is the cohort's now.
-    /// `connections`: the manager's count of connection troubles when the leader began.
-    pub(crate) fn established(mut self, hold: Hold, connections: u64) {
+    /// `connections`: the manager's count of connection troubles when the leader began. The
+    /// receiver resolves once the hold leaves the cohort (`None`: the cohort is gone).
+    pub(crate) fn established(
+        mut self,
+        hold: Hold,
+        connections: u64,
+    ) -> Option<tokio::sync::oneshot::Receiver<()>> {
         self.armed = false;
-        self.cohorts.establish(&self.id, hold, connections);
+        self.cohorts.establish(&self.id, hold, connections)
     }
 
     /// The leader's attempt failed: the cohort ends, and every request waiting in it asks the
