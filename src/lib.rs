@@ -99,6 +99,7 @@ mod lease;
 mod manager;
 mod options;
 mod request;
+mod saturating;
 mod telemetry;
 #[cfg(feature = "tonic")]
 mod tonic_status;

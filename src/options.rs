@@ -93,6 +93,13 @@ pub struct LockOptions {
 }
 
 impl LockOptions {
+    /// The longest lease a lock takes (365 days): a longer fixed lease is lowered to it, and a
+    /// longer manager lease, fair eviction or command timeout is refused when the manager is
+    /// built. A lock whose holder died frees itself
+    /// within this much; and every clock the lease meets (the monotonic clock, Redis's expiry in
+    /// milliseconds, Lua's numbers) holds it with room to spare.
+    pub const MAX_LEASE: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
     /// A reentrant exclusive lock that waits forever and is kept by the watchdog.
     pub fn exclusive() -> Self {
         Self::default()
@@ -125,7 +132,9 @@ impl LockOptions {
     }
 
     /// Give up waiting after `timeout` with [`crate::LockError::Timeout`]. The default for the direct
-    /// API is to wait forever (a backend failure still ends the wait with an error).
+    /// API is to wait forever (a backend failure still ends the wait with an error). A timeout
+    /// too long for the clock to reach (`Duration::MAX`) waits forever; a zero timeout makes one
+    /// attempt, like `try_acquire`, and ends with `Timeout` if the lock is busy.
     pub fn wait_timeout(mut self, timeout: Duration) -> Self {
         self.wait_timeout = Some(timeout);
         self
@@ -138,9 +147,11 @@ impl LockOptions {
     }
 
     /// Hold the lock for a fixed lease with no watchdog renewal: it frees itself `lease` after it was
-    /// acquired. Zero is raised to one millisecond.
+    /// acquired. Zero is raised to one millisecond, and a lease over [`MAX_LEASE`](Self::MAX_LEASE)
+    /// (`Duration::MAX` included) is lowered to it: a lease that long means "until released", and
+    /// a process that dies holding it still frees the lock one day.
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = Lease::Fixed(lease.max(Duration::from_millis(1)));
+        self.lease = Lease::Fixed(lease.clamp(Duration::from_millis(1), Self::MAX_LEASE));
         self
     }
 

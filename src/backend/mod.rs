@@ -109,7 +109,7 @@ pub(crate) fn jitter(max: Duration) -> Duration {
     }
     // A v4 UUID is 122 random bits from the OS: plenty, and no extra dependency.
     let random = uuid::Uuid::new_v4().as_u128() as u64;
-    Duration::from_nanos(random % (nanos + 1))
+    Duration::from_nanos(random % nanos.saturating_add(1))
 }
 
 /// The kind of a shared lock's waiter, `<owner>|<n>|<kind>`: `r`, `w` or `n`; `None` for any

@@ -19,6 +19,7 @@ use crate::error::{BoxError, LockError};
 use crate::ids::OwnerId;
 use crate::lease::LostSignal;
 use crate::options::{Lease, Mode};
+use crate::saturating::{deadline, later};
 use crate::waiters::LockId;
 
 /// Retry after this long when the backend could not say how long the holder keeps the lock.
@@ -161,7 +162,7 @@ impl<'a> Acquisition<'a> {
             lease,
             watched,
             started,
-            deadline: opts.wait_timeout_value().map(|t| started + t),
+            deadline: (opts.wait_timeout_value()).and_then(|t| deadline(started, t)),
             ticket: None,
             busy_attempts: 0,
             busy_since: None,
@@ -232,7 +233,7 @@ impl<'a> Acquisition<'a> {
         let confirmed = self.shared.queued.confirmed(&ticket.as_queued());
         let since = self.busy_since.max(confirmed).unwrap_or(self.started);
         let claim = self.shared.claim.min(self.lease);
-        if since + claim <= Instant::now() {
+        if later(since, claim) <= Instant::now() {
             tracing::debug!(
                 key = self.key,
                 token,
@@ -266,7 +267,9 @@ impl<'a> Acquisition<'a> {
         }
         let call = within(self.shared.backend.attempt_timeout(), self.call(held));
         let sent = Instant::now();
-        let attempt = match self.deadline {
+        // a wait too short for a round trip (zero) gets its first answer, as `try_acquire` does
+        let first = self.busy_attempts == 0 && self.deadline.is_some_and(|d| d <= sent);
+        let attempt = match self.deadline.filter(|_| !first) {
             Some(deadline) => (tokio::time::timeout_at(deadline.into(), call).await)
                 .map_err(|_| self.unanswered_at_deadline(sent))?,
             None => call.await,
@@ -372,7 +375,7 @@ impl<'a> Acquisition<'a> {
         let ttl = ttl
             .unwrap_or(UNKNOWN_TTL_RETRY)
             .max(Duration::from_millis(1));
-        let mut until = Instant::now() + ttl;
+        let mut until = later(Instant::now(), ttl);
         if let Some(deadline) = self.deadline {
             until = until.min(deadline);
         }
@@ -392,7 +395,7 @@ impl<'a> Acquisition<'a> {
         since: Instant,
         valid_for: Duration,
     ) -> (LockGuard, Arc<LostSignal>) {
-        let valid_until = since + valid_for;
+        let valid_until = later(since, valid_for);
         let key: Arc<str> = Arc::from(self.key);
         let lost = if self.watched {
             (self.shared.leases).hold(&key, &self.id, self.owner, token, valid_until)

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::cohort::{DEFAULT_HANDOFFS, TOKEN_BLOCK};
+use super::cohort::DEFAULT_HANDOFFS;
+use super::limits::Knobs;
 use super::{new_manager_id, LockManager, Shared, Timing, DEFAULT_FAIR_EVICTION, DEFAULT_LEASE};
 #[cfg(feature = "redis")]
 use crate::backend::{quorum, redis};
@@ -84,7 +85,9 @@ impl LockManagerBuilder {
     }
 
     /// The watchdog lease (default 30 s): renewed every lease/3; a crashed holder's locks free
-    /// themselves one lease after its last renewal.
+    /// themselves one lease after its last renewal. From 30 ms to
+    /// [`LockOptions::MAX_LEASE`](crate::LockOptions::MAX_LEASE); [`build`](Self::build) refuses
+    /// others with [`LockError::Config`].
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
@@ -95,7 +98,8 @@ impl LockManagerBuilder {
     /// lease this long, which the new holder's manager extends at its next heartbeat round (the
     /// guard counts as lost when this claim ends unextended); a grant to a waiter that just died is
     /// therefore passed on after at most this long. Give every manager of a namespace the same
-    /// value: the releasing manager sets the claim, the waiting one counts on it.
+    /// value: the releasing manager sets the claim, the waiting one counts on it. Bounded like
+    /// [`lease`](Self::lease).
     pub fn fair_eviction(mut self, eviction: Duration) -> Self {
         self.eviction = eviction;
         self
@@ -104,7 +108,9 @@ impl LockManagerBuilder {
     /// How long one backend command may take (default 2 s) before the operation fails with
     /// [`LockError::Unavailable`]: a dead or frozen Redis never hangs a request for longer. Getting
     /// a connection for it (opening one loads the scripts) is bounded by the same time, so a
-    /// release or a renewal takes at most twice this; an acquire attempt, this in all.
+    /// release or a renewal takes at most twice this; an acquire attempt, this in all. Zero, or
+    /// more than [`LockOptions::MAX_LEASE`](crate::LockOptions::MAX_LEASE), is refused at
+    /// [`build`](Self::build) with [`LockError::Config`].
     pub fn command_timeout(mut self, timeout: Duration) -> Self {
         self.command_timeout = timeout;
         self
@@ -134,6 +140,7 @@ impl LockManagerBuilder {
     /// usually fastest (BENCHMARKS.md, "Many keys"). More connections spread the work of reading
     /// and writing over more tasks. [`build`](Self::build) opens them all, so that the first
     /// requests do not wait for them.
+    /// Zero is raised to one; more than 1024 is refused at build with [`LockError::Config`].
     pub fn pool_size(mut self, size: u32) -> Self {
         self.pool_size = size;
         self
@@ -318,29 +325,16 @@ impl LockManagerBuilder {
     }
 
     fn validate(&self) -> Result<(), LockError> {
-        if self.lease < Duration::from_millis(30) {
-            return Err(LockError::Config(format!(
-                "lease {:?} is too short (at least 30 ms)",
-                self.lease
-            )));
-        }
-        if self.eviction < Duration::from_millis(30) {
-            return Err(LockError::Config(format!(
-                "fair eviction {:?} is too short (at least 30 ms)",
-                self.eviction
-            )));
-        }
-        if self.namespace.is_empty() {
-            return Err(LockError::Config("namespace is empty".to_owned()));
-        }
-        if self.handoffs >= TOKEN_BLOCK {
-            return Err(LockError::Config(format!(
-                "{} local hand-offs in a row are too many (at most {})",
-                self.handoffs,
-                TOKEN_BLOCK - 1
-            )));
-        }
-        Ok(())
+        let knobs = Knobs {
+            namespace: &self.namespace,
+            lease: self.lease,
+            eviction: self.eviction,
+            command_timeout: self.command_timeout,
+            node_timeout: self.node_timeout,
+            pool_size: self.pool_size,
+            handoffs: self.handoffs,
+        };
+        knobs.check()
     }
 
     /// A quorum needs at least 3 masters, each server listed once, and a node timeout.
@@ -363,9 +357,6 @@ impl LockManagerBuilder {
                 "Redis master {} is listed twice: a quorum needs independent masters",
                 dup.addr()
             )));
-        }
-        if self.node_timeout.is_zero() {
-            return Err(LockError::Config("node timeout is zero".to_owned()));
         }
         Ok(())
     }

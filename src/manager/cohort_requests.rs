@@ -17,6 +17,7 @@ use crate::error::{BoxError, LockError};
 use crate::ids::OwnerId;
 use crate::lease::LostSignal;
 use crate::options::{Lease, LockOptions, Mode};
+use crate::saturating;
 use crate::waiters::LockId;
 
 impl Shared {
@@ -83,7 +84,7 @@ impl Shared {
         let id = req.id;
         let fifo = opts.mode_value() == Mode::Fair && !opts.cohort_order_value();
         let started = Instant::now();
-        let deadline = opts.wait_timeout_value().map(|t| started + t);
+        let deadline = (opts.wait_timeout_value()).and_then(|t| saturating::deadline(started, t));
         // the wait is over: the lock stayed busy, or the backend is unreachable
         let timeout = || self.wait_over(key, started);
         loop {
@@ -311,7 +312,7 @@ pub(super) const VERDICT: Duration = Duration::from_millis(50);
 fn fixed_lease_signal(hold: &Hold, lease: Duration) -> Arc<LostSignal> {
     let own = Arc::new(LostSignal::new(
         hold.key.clone(),
-        Some(Instant::now() + lease),
+        Some(saturating::later(Instant::now(), lease)),
     ));
     let (watched, cohort) = (own.clone(), hold.lost.clone());
     tokio::spawn(async move {
@@ -327,7 +328,8 @@ fn fixed_lease_signal(hold: &Hold, lease: Duration) -> Arc<LostSignal> {
 pub(super) fn remaining(opts: &LockOptions, deadline: Option<Instant>) -> Option<LockOptions> {
     match deadline {
         Some(deadline) => {
-            let left = deadline.checked_duration_since(Instant::now())?;
+            // a wait with no time left still makes its one attempt (a zero wait takes a free lock)
+            let left = deadline.saturating_duration_since(Instant::now());
             Some(opts.wait_timeout(left))
         }
         None => Some(*opts),

@@ -8,6 +8,7 @@ mod cohort;
 mod cohort_requests;
 mod entry;
 mod guard;
+mod limits;
 mod live;
 mod open;
 mod outage;

@@ -14,6 +14,7 @@ use super::Shared;
 use crate::backend::Released;
 use crate::error::{BoxError, LockError};
 use crate::options::{Lease, LockOptions, Mode};
+use crate::saturating;
 
 impl Shared {
     /// Whether a request with `opts` goes through a read group: a read that opted in to cohort
@@ -35,7 +36,7 @@ impl Shared {
         let (key, opts, owner, wait) = (req.key, req.opts, req.owner, req.wait);
         let id = req.id;
         let started = Instant::now();
-        let deadline = opts.wait_timeout_value().map(|t| started + t);
+        let deadline = (opts.wait_timeout_value()).and_then(|t| saturating::deadline(started, t));
         let timeout = || self.wait_over(key, started);
         let mut may_confirm = true;
         loop {

@@ -36,7 +36,7 @@ impl RequestOptions {
             (wait, None) => wait,
         };
         let deadline = match wait {
-            Wait::For(timeout) => Some(started + timeout),
+            Wait::For(timeout) => crate::saturating::deadline(started, timeout),
             _ => None,
         };
         let mut guards = Vec::with_capacity(keys.len());

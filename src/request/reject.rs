@@ -180,7 +180,7 @@ impl Rejection {
             response
         };
         if let Some(after) = self.retry_after {
-            let seconds = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+            let seconds = (after.as_secs()).saturating_add(u64::from(after.subsec_nanos() > 0));
             response
                 .headers_mut()
                 .insert(RETRY_AFTER, HeaderValue::from(seconds.max(1)));

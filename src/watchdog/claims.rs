@@ -32,6 +32,7 @@ use futures_util::future::join_all;
 
 use crate::backend::{Backend, LockParty};
 use crate::lease::LostSignal;
+use crate::saturating::later;
 use crate::telemetry;
 
 /// Fair grants held under their short claim lease: the next heartbeat round extends each to its
@@ -131,7 +132,7 @@ async fn extend_batch(backend: &Backend, claims: &Claims, batch: &[(LockParty, C
     match backend.renew(&locks, lease).await {
         Ok(extended) => {
             for ((_, claim), ok) in batch.iter().zip(extended) {
-                if ok && claim.lost.extend(started + lease) {
+                if ok && claim.lost.extend(later(started, lease)) {
                     claim.lost.prove(started);
                 } else {
                     let key = claim.lost.key();

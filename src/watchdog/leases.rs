@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use crate::backend::LockParty;
 use crate::ids::{IdMap, OwnerId};
 use crate::lease::LostSignal;
+use crate::saturating::later;
 use crate::telemetry;
 use crate::waiters::LockId;
 
@@ -117,7 +118,7 @@ impl Leases {
         let Some(entry) = table.get_mut(&key).filter(|entry| entry.token == token) else {
             return;
         };
-        let lost = judge(&entry.lost, outcome, started + lease);
+        let lost = judge(&entry.lost, outcome, later(started, lease));
         if !lost && outcome == Some(true) {
             entry.lost.prove(started);
         }

@@ -8,6 +8,7 @@ use std::time::Instant;
 use super::{Holder, MemoryBackend, Table};
 use crate::backend::{owner_of, shared_kind, AcquireRequest, Attempt, LockParty};
 use crate::options::Mode;
+use crate::saturating::later;
 use crate::waiters::LockId;
 
 /// Leave the queue of `id`; an emptied queue goes, so that locks waited for once leave nothing.
@@ -65,7 +66,7 @@ impl MemoryBackend {
             {
                 // the waiters ahead were gone: the grant came to us
                 return table.locks.get_mut(req.id).map(|held| {
-                    held.expires = now + req.lease;
+                    held.expires = later(now, req.lease);
                     Attempt::Acquired { token: held.token }
                 });
             }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use super::{AcquireRequest, Attempt, LockParty, Released};
 use crate::ids::{IdMap, OwnerId};
 use crate::options::Mode;
+use crate::saturating::later;
 use crate::waiters::{LockId, WaitRegistry};
 
 /// The current holder of a lock: who, how many times re-entered, under which token, until when.
@@ -138,7 +139,7 @@ impl MemoryBackend {
                 if !(req.queued && req.mode == Mode::Fair && held.mode == Mode::Fair) {
                     held.count += 1;
                 }
-                held.expires = held.expires.max(now + req.lease);
+                held.expires = held.expires.max(later(now, req.lease));
                 return Attempt::Acquired { token: held.token };
             }
             let ttl = held.expires - now;
@@ -157,7 +158,7 @@ impl MemoryBackend {
             owner: req.owner.as_arc().clone(),
             count: 1,
             token,
-            expires: now + req.lease,
+            expires: later(now, req.lease),
             mode: req.mode,
         };
         table.insert(req.id, held, now);
@@ -202,11 +203,11 @@ impl MemoryBackend {
             .map(|lock| match table.holder(&lock.id, now) {
                 Some(h) if h.owner == lock.owner => {
                     // only ever longer: another hold of the owner may have a longer lease
-                    h.expires = h.expires.max(now + lease);
+                    h.expires = h.expires.max(later(now, lease));
                     true
                 }
                 Some(_) => false,
-                None => table.renew_shared(&lock.id, &lock.owner, now, now + lease),
+                None => table.renew_shared(&lock.id, &lock.owner, now, later(now, lease)),
             })
             .collect()
     }

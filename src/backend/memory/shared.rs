@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use super::{MemoryBackend, Table};
 use crate::backend::{owner_of, shared_kind, shared_kind_of, AcquireRequest, Attempt, Released};
 use crate::options::Mode;
+use crate::saturating::later;
 use crate::waiters::LockId;
 
 /// One shared lock: its family (`Mode::Write` for read/write locks, `Mode::Semaphore(n)`), its
@@ -122,7 +123,7 @@ impl MemoryBackend {
             } else {
                 hold.count += 1;
             }
-            hold.expires = hold.expires.max(now + req.lease);
+            hold.expires = hold.expires.max(later(now, req.lease));
             let token = hold.token;
             lock.dequeue(req.waiter);
             return Attempt::Acquired { token };
@@ -130,7 +131,7 @@ impl MemoryBackend {
         if lock.queue.front().is_some_and(|head| **head != *req.waiter) {
             if let Some(token) = self.grant_shared(lock, req.id, now, Some(req.waiter)) {
                 if let Some(hold) = lock.holds.get_mut(owner) {
-                    hold.expires = now + req.lease;
+                    hold.expires = later(now, req.lease);
                 }
                 return Attempt::Acquired { token };
             }
@@ -138,7 +139,7 @@ impl MemoryBackend {
         let first = lock.queue.front().is_none_or(|head| **head == *req.waiter);
         if first && lock.has_room(kind) {
             lock.dequeue(req.waiter);
-            let token = self.take_shared(lock, owner, kind, now + req.lease, None);
+            let token = self.take_shared(lock, owner, kind, later(now, req.lease), None);
             return Attempt::Acquired { token };
         }
         if req.will_wait && !lock.queue.iter().any(|w| **w == *req.waiter) {

@@ -63,7 +63,7 @@ impl QuorumBackend {
             quorum: self.quorum(),
         };
         let drift = drift(req.lease);
-        let node_lease = req.lease + drift;
+        let node_lease = req.lease.saturating_add(drift);
         let started = Instant::now();
         let calls = (0..n).map(|i| self.acquire_call(i, &lock, node_lease, req, attempt.id));
         let mut round = gather(calls, &self.suspects(), |g| matches!(g, Grant::Won { .. })).await;

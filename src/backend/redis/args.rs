@@ -24,7 +24,7 @@ pub(crate) fn millis(d: Duration) -> u64 {
 /// How long Redis is asked to keep a lease the client counts as `lease`: the drift allowance
 /// more (see [`crate::backend::drift`]).
 pub(crate) fn server_ms(lease: Duration) -> u64 {
-    millis(lease + crate::backend::drift(lease))
+    millis(lease.saturating_add(crate::backend::drift(lease)))
 }
 
 /// The claim lease (ms) and the inbox channel prefix of a release's grant, written as one
