@@ -94,10 +94,9 @@ pub struct LockOptions {
 
 impl LockOptions {
     /// The longest lease a lock takes (365 days): a longer fixed lease is lowered to it, and a
-    /// longer manager lease, fair eviction or command timeout is refused when the manager is
-    /// built. A lock whose holder died frees itself
-    /// within this much; and every clock the lease meets (the monotonic clock, Redis's expiry in
-    /// milliseconds, Lua's numbers) holds it with room to spare.
+    /// longer manager lease or fair eviction is refused when the manager is built. A lock whose
+    /// holder died frees itself within this much; and every clock the lease meets (the monotonic
+    /// clock, Redis's expiry in milliseconds, Lua's numbers) holds it with room to spare.
     pub const MAX_LEASE: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 
     /// A reentrant exclusive lock that waits forever and is kept by the watchdog.

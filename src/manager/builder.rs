@@ -108,9 +108,9 @@ impl LockManagerBuilder {
     /// How long one backend command may take (default 2 s) before the operation fails with
     /// [`LockError::Unavailable`]: a dead or frozen Redis never hangs a request for longer. Getting
     /// a connection for it (opening one loads the scripts) is bounded by the same time, so a
-    /// release or a renewal takes at most twice this; an acquire attempt, this in all. Zero, or
-    /// more than [`LockOptions::MAX_LEASE`](crate::LockOptions::MAX_LEASE), is refused at
-    /// [`build`](Self::build) with [`LockError::Config`].
+    /// release or a renewal takes at most twice this; an acquire attempt, this in all.
+    /// `Duration::MAX` means no timeout; zero is refused at [`build`](Self::build) with
+    /// [`LockError::Config`].
     pub fn command_timeout(mut self, timeout: Duration) -> Self {
         self.command_timeout = timeout;
         self

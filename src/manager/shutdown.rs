@@ -25,7 +25,8 @@ impl Shared {
         self.waiters.wake_all();
         self.cohorts.close();
         self.read_groups.close();
-        let limit = self.backend.attempt_timeout().unwrap_or_default() + STEP_MARGIN;
+        let limit =
+            (self.backend.attempt_timeout().unwrap_or_default()).saturating_add(STEP_MARGIN);
         if tokio::time::timeout(limit, self.closing.ended())
             .await
             .is_err()
