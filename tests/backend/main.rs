@@ -9,6 +9,8 @@ mod acl;
 mod batching;
 #[cfg(feature = "cluster")]
 mod cluster;
+#[cfg(feature = "cluster")]
+mod cluster_failover;
 mod contract;
 mod dropped;
 mod fair;

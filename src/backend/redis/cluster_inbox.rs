@@ -4,14 +4,18 @@
 //! wait for a lock of its slot, before the attempt that records it as waiting, so no message for
 //! it can be published before the subscription. redis-rs resubscribes after a disconnection or a
 //! failover; when a slot moves to another master, the old one unsubscribes its channels
-//! (`SUNSUBSCRIBE` pushes) and the inbox subscribes again, at the new owner. Each resubscription
-//! wakes every local waiter to re-check, since messages may have been lost meanwhile.
+//! (`SUNSUBSCRIBE` pushes) and the inbox subscribes again, at the new owner. When the connection
+//! to a shard node drops (its master died), redis-rs learns the new owner of the slots only when a
+//! command fails there, and no command of the inbox would: so the inbox subscribes every slot
+//! again, until each reaches a live owner (a promoted replica). Each resubscription wakes every
+//! local waiter to re-check, once it is in place, since messages may have been lost meanwhile.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{ConnectionInfo, ProtocolVersion, PushInfo, PushKind, RedisError};
@@ -34,6 +38,8 @@ pub(crate) struct ClusterInbox {
     /// Cleared once the manager stops: nothing is delivered any more.
     open: Arc<AtomicBool>,
     reconnected: Arc<Notify>,
+    /// The channels confirmed so far (see [`Pushes`]).
+    confirmed: Arc<Mutex<HashSet<Vec<u8>>>>,
 }
 
 impl std::fmt::Debug for ClusterInbox {
@@ -49,10 +55,11 @@ struct Pushes {
     postman: Arc<Postman>,
     open: Arc<AtomicBool>,
     /// Channels confirmed once: a second confirmation is a resubscription.
-    confirmed: Mutex<HashSet<Vec<u8>>>,
+    confirmed: Arc<Mutex<HashSet<Vec<u8>>>>,
     reconnected: Arc<Notify>,
-    /// The slots whose channel a master dropped (the slot moved away from it).
-    dropped: mpsc::UnboundedSender<u16>,
+    /// The slots whose channel a master dropped (the slot moved away from it); `None` when a
+    /// node's connection dropped, and with it the channels of every slot it served.
+    dropped: mpsc::UnboundedSender<Option<u16>>,
 }
 
 impl Pushes {
@@ -82,11 +89,14 @@ impl Pushes {
                 // not asked for (the inbox is open): the master no longer owns the slot
                 if let Some(redis::Value::BulkString(channel)) = push.data.first() {
                     if let Ok(channel) = std::str::from_utf8(channel) {
-                        let _ = self.dropped.send(slot(channel));
+                        let _ = self.dropped.send(Some(slot(channel)));
                     }
                 }
             }
-            PushKind::Disconnection => self.postman.waiters.wake_all(),
+            PushKind::Disconnection => {
+                self.postman.waiters.wake_all();
+                let _ = self.dropped.send(None);
+            }
             _ => {}
         }
     }
@@ -115,10 +125,11 @@ impl ClusterInbox {
             unclaimed: OnceLock::new(),
         });
         let open = Arc::new(AtomicBool::new(true));
+        let confirmed = Arc::new(Mutex::default());
         let pushes = Pushes {
             postman: postman.clone(),
             open: open.clone(),
-            confirmed: Mutex::default(),
+            confirmed: confirmed.clone(),
             reconnected: reconnected.clone(),
             dropped,
         };
@@ -141,33 +152,56 @@ impl ClusterInbox {
             postman,
             open,
             reconnected,
+            confirmed,
         });
         tokio::spawn(follow_moved_slots(Arc::downgrade(&inbox), moved));
         Ok(inbox)
     }
 
-    /// Subscribe again to the channel of `slot`, which its old master dropped (at the slot's new
-    /// owner), retrying until it works or the inbox closes; then every waiter re-checks.
-    async fn resubscribe(&self, slot: u16) {
+    /// Subscribe again to the channels of `slots` (every slot listened to, for `None`), each at
+    /// the slot's owner now, retrying until it works or the inbox closes; then every waiter
+    /// re-checks, once: a wake-up published before the subscription was in place is lost.
+    async fn resubscribe(&self, slots: Option<Vec<u16>>) {
+        let slots = slots.unwrap_or_else(|| {
+            let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            slots.keys().copied().collect()
+        });
+        if slots.is_empty() {
+            return;
+        }
+        join_all(slots.iter().map(|&slot| self.resubscribe_slot(slot))).await;
+        if !self.open.load(Ordering::SeqCst) {
+            return;
+        }
+        tracing::info!(
+            slots = slots.len(),
+            "lock inbox resubscribed after a failover"
+        );
+        crate::telemetry::inbox_reconnected();
+        self.postman.waiters.wake_all();
+        self.reconnected.notify_one();
+    }
+
+    /// Subscribe again to the channel of `slot`, retrying until it works or the inbox closes.
+    async fn resubscribe_slot(&self, slot: u16) {
+        let channel = self.channels.of_slot(slot, &self.manager_id);
         let mut backoff = Duration::from_millis(20);
         loop {
             (self.slots.lock().unwrap_or_else(|p| p.into_inner())).remove(&slot);
+            // its confirmation is this resubscription's, which wakes the waiters itself
+            (self.confirmed.lock().unwrap_or_else(|p| p.into_inner())).remove(channel.as_bytes());
             if !self.open.load(Ordering::SeqCst) {
                 return;
             }
             match self.listen(slot).await {
-                Ok(()) => break,
+                Ok(()) => return,
                 Err(err) => {
-                    tracing::warn!(slot, error = %err, "could not resubscribe a moved slot");
+                    tracing::warn!(slot, error = %err, "could not resubscribe a slot");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(2));
                 }
             }
         }
-        tracing::info!(slot, "lock inbox resubscribed a moved slot");
-        crate::telemetry::inbox_reconnected();
-        self.postman.waiters.wake_all();
-        self.reconnected.notify_one();
     }
 
     /// Where the messages no local waiter takes go (set once, when the backend exists).
@@ -205,12 +239,27 @@ impl ClusterInbox {
     }
 }
 
-/// Resubscribe each slot whose channel a master dropped, while the inbox lives.
-async fn follow_moved_slots(inbox: Weak<ClusterInbox>, mut moved: mpsc::UnboundedReceiver<u16>) {
-    while let Some(slot) = moved.recv().await {
+/// Resubscribe each slot whose channel a master dropped, or every slot when a node's connection
+/// dropped, while the inbox lives. Requests that queued up meanwhile are served together.
+async fn follow_moved_slots(
+    inbox: Weak<ClusterInbox>,
+    mut moved: mpsc::UnboundedReceiver<Option<u16>>,
+) {
+    while let Some(first) = moved.recv().await {
+        let mut slots = first.map(|slot| vec![slot]);
+        while let Ok(more) = moved.try_recv() {
+            match (&mut slots, more) {
+                (Some(slots), Some(slot)) => slots.push(slot),
+                (_, _) => slots = None,
+            }
+        }
+        if let Some(slots) = slots.as_mut() {
+            slots.sort_unstable();
+            slots.dedup();
+        }
         let Some(inbox) = inbox.upgrade() else {
             return;
         };
-        inbox.resubscribe(slot).await;
+        inbox.resubscribe(slots).await;
     }
 }
