@@ -26,7 +26,7 @@ struct Inside {
 async fn contend(m: LockManager, opts: LockOptions, inside: Arc<Inside>) -> Result<(), String> {
     let read = opts.mode_value() == tower_lock::Mode::Read;
     for _ in 0..ROUNDS {
-        let opts = opts.clone().wait_timeout(WAIT);
+        let opts = opts.wait_timeout(WAIT);
         let guard = m
             .acquire("accounts/42", &opts)
             .await
@@ -59,7 +59,7 @@ async fn every_excluding_mode_takes_its_turn(fx: Fixture) {
     let mut tasks = Vec::new();
     for m in &managers {
         for opts in &modes {
-            let (m, opts, inside) = (m.clone(), opts.clone(), inside.clone());
+            let (m, opts, inside) = (m.clone(), *opts, inside.clone());
             tasks.push(tokio::spawn(contend(m, opts, inside)));
         }
     }
