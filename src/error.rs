@@ -116,6 +116,16 @@ pub enum KeyError {
     /// A request did not yield a usable key (used by key extractors).
     #[error("cannot derive a lock key from the request: {0}")]
     Extract(String),
+    /// A key extractor was built from a pattern that cannot be what its author meant (unbalanced
+    /// braces, axum 0.7's `:id`, an empty pattern, a parameter named twice): refused when the
+    /// extractor is built, so that it never silently locks nothing.
+    #[error("invalid lock pattern {pattern:?}: {reason}")]
+    Pattern {
+        /// The pattern as written.
+        pattern: String,
+        /// What is wrong with it, and what to write instead.
+        reason: String,
+    },
 }
 
 #[cfg(test)]

@@ -1,12 +1,14 @@
 //! Lock names and the key extractors that derive them from requests.
 //!
 //! A [`KeyExtractor`] looks at a [`RequestView`] (method, path, headers, extensions) and names the
-//! locks the request needs; no name lets the request through without a lock. Built-ins:
-//! [`pattern`], [`path`], [`header`] and [`from_fn`]; every extractor can be narrowed to some methods
-//! ([`KeyExtractor::skip_methods`], [`KeyExtractor::only_methods`]), combined with another
+//! locks the request needs. Built-ins: [`pattern`], [`path`], [`header`] and [`from_fn`]. A
+//! built-in extractor rejects a request it does not match (400 Bad Request, gRPC
+//! `INVALID_ARGUMENT`, with the reason in the body) unless it is made `.optional()`; a [`from_fn`]
+//! returning no name is the one explicit "no lock". Every extractor can be narrowed to some
+//! methods ([`KeyExtractor::skip_methods`], [`KeyExtractor::only_methods`]), combined with another
 //! ([`KeyExtractor::and`]) or prefixed ([`KeyExtractor::prefix`]).
 
-mod canonical;
+pub(crate) mod canonical;
 mod extract;
 mod keys;
 mod pattern;
@@ -21,15 +23,23 @@ use crate::error::KeyError;
 
 /// Lock the resource a path is about: `pattern("/accounts/{id}")` locks `accounts/42` for
 /// `/accounts/42` and for every path below it (`/accounts/42/orders/7`); a path it does not match
-/// passes through without a lock, or is rejected with 400 when the pattern is
-/// [`Pattern::required`].
+/// is rejected with 400 Bad Request (gRPC `INVALID_ARGUMENT`) naming the path and the pattern,
+/// unless the pattern is [`Pattern::optional`].
 ///
 /// A `{name}` segment matches any one non-empty segment; other segments must match exactly
 /// (case-sensitive). The name is the matched segments joined by `/`, each in one canonical spelling
 /// (percent escapes decoded, then everything but unreserved characters re-escaped), so that
 /// `/accounts/4%32` and `/accounts/42` lock the same account. An empty segment (`//`) matches
 /// nothing: `/accounts//deposit/1` is not `accounts/deposit`, since no router would route it as
-/// account `deposit` either.
+/// account `deposit` either. [`Pattern::name_with`] gives the name for a resource, for jobs that
+/// lock it outside a request.
+///
+/// # Panics
+///
+/// When the pattern cannot be what its author meant: empty, unbalanced braces (`/accounts/{id`),
+/// axum 0.7's syntax (`/accounts/:id`), a parameter named twice, a parameter inside a segment or a
+/// wildcard. The message names the pattern and the fix. Like a router's bad route, this is a
+/// mistake in the program, found at start-up; use [`try_pattern`] for a pattern from configuration.
 ///
 /// ```
 /// use tower_lock::key::{self, KeyExtractor};
@@ -40,10 +50,29 @@ use crate::error::KeyError;
 /// assert_eq!(keys.iter().next().map(|k| k.as_str()), Some("accounts/42"));
 ///
 /// let other = http::Request::get("/health").body(()).unwrap();
-/// assert!(accounts.extract(&other).unwrap().is_empty());
+/// assert!(accounts.extract(&other).is_err()); // 400: the layer does not run it unlocked
+/// assert!(accounts.optional().extract(&other).unwrap().is_empty()); // opted in: unlocked
 /// ```
+#[track_caller]
 pub fn pattern(pattern: &str) -> Pattern {
-    Pattern::new(pattern)
+    match Pattern::parse(pattern) {
+        Ok(pattern) => pattern,
+        Err(err) => panic!("{err}"),
+    }
+}
+
+/// [`pattern`] for a pattern that may be wrong, such as one read from configuration: the same
+/// extractor, or [`KeyError::Pattern`] naming what is wrong with it.
+///
+/// ```
+/// use tower_lock::key;
+///
+/// assert!(key::try_pattern("/accounts/{id}").is_ok());
+/// let err = key::try_pattern("/accounts/:id").unwrap_err();
+/// assert!(err.to_string().contains("write {id}"), "{err}");
+/// ```
+pub fn try_pattern(pattern: &str) -> Result<Pattern, KeyError> {
+    Pattern::parse(pattern)
 }
 
 /// Lock the whole request path, in canonical spelling (see [`pattern`]) with its leading `/`, without
@@ -55,9 +84,9 @@ pub fn path() -> Path {
     Path
 }
 
-/// Lock the value of the header `name` (trimmed). A request without the header passes through without
-/// a lock (or is rejected with 400 when the extractor is [`Header::required`]); an empty or non-UTF-8
-/// value is rejected with 400. Consider [`KeyExtractor::prefix`] to keep header names apart from
+/// Lock the value of the header `name` (trimmed). A request without the header is rejected with 400
+/// (unless the extractor is [`Header::optional`]: it then passes without a lock, counted and
+/// logged); an empty or non-UTF-8 value is rejected with 400. Consider [`KeyExtractor::prefix`] to keep header names apart from
 /// other names.
 ///
 /// ```
@@ -71,7 +100,7 @@ pub fn path() -> Path {
 pub fn header(name: impl Into<String>) -> Header {
     Header {
         name: name.into(),
-        required: false,
+        optional: false,
     }
 }
 

@@ -115,7 +115,9 @@ pub use manager::{
     DEFAULT_FAIR_EVICTION, DEFAULT_LEASE, DEFAULT_NODE_TIMEOUT,
 };
 pub use options::{Lease, LockOptions, Mode};
-pub use request::{HeldLocks, OnLeaseLost, RejectReason, Rejection, RequestOptions};
+pub use request::{
+    HeldLocks, OnLeaseLost, RejectReason, Rejection, RequestOptions, UnlockedCounter,
+};
 
 /// The README's examples, compiled and run as doctests.
 ///

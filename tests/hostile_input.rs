@@ -281,50 +281,66 @@ fn extractors_never_panic_and_follow_their_rules() {
 
         // key::pattern("/accounts/{id}"): the first two segments when the first is `accounts`;
         // segments are counted as the path spells them (after one leading `/`), and an empty one
-        // (`//`) matches nothing
+        // (`//`) matches nothing: rejected by default, passed (and marked unmatched) when optional
         let accounts = key::pattern("/accounts/{id}");
         let got = accounts.extract(view);
         valid(&got)?;
+        let optional = accounts.clone().optional().extract(view);
+        valid(&optional)?;
         let path = &req.path;
         let raw: Vec<Vec<u8>> = (path.strip_prefix('/').unwrap_or(path).split('/'))
             .map(decode_segment)
             .collect();
         let want = match raw.as_slice() {
             [first, id, ..] if !id.is_empty() && spell(first) == "accounts" => {
-                vec![format!("accounts/{}", spell(id))]
+                Some(format!("accounts/{}", spell(id)))
             }
-            _ => vec![],
+            _ => None,
         };
-        let name_len = want.first().map_or(0, String::len);
-        if name_len > MAX_KEY_LEN {
-            prop_assert!(matches!(got, Err(KeyError::TooLong { .. })), "{:?}", got);
-        } else {
-            prop_assert_eq!(got.map(|k| names(&k)), Ok(want));
+        match want {
+            Some(name) if name.len() > MAX_KEY_LEN => {
+                prop_assert!(matches!(got, Err(KeyError::TooLong { .. })), "{:?}", got);
+                prop_assert_eq!(optional, got);
+            }
+            Some(name) => {
+                prop_assert_eq!(got.map(|k| names(&k)), Ok(vec![name]));
+                prop_assert_eq!(optional.map(|k| k.unmatched_by().is_none()), Ok(true));
+            }
+            None => {
+                prop_assert!(matches!(got, Err(KeyError::Extract(_))), "{:?}", got);
+                let passed = optional.map(|k| (names(&k), k.unmatched_by().is_some()));
+                prop_assert_eq!(passed, Ok((vec![], true)));
+            }
         }
 
-        // a pattern made of hostile text never panics either, matching or not
-        let hostile = key::pattern(&pattern);
-        valid(&hostile.extract(view))?;
-        let _ = hostile.name_for(&req.path);
-        let _ = hostile.name_for(&pattern);
+        // a pattern made of hostile text never panics either: refused when it is built, or
+        // matching or not
+        if let Ok(hostile) = key::try_pattern(&pattern) {
+            valid(&hostile.extract(view))?;
+            let _ = hostile.name_for(&req.path);
+            let _ = hostile.name_for(&pattern);
+            let _ = hostile.name_with(&[("id", req.path.as_str())]);
+        }
 
-        // key::header: the trimmed UTF-8 value; missing passes, non-UTF-8 and blank are refused
+        // key::header: the trimmed UTF-8 value; missing is refused unless optional, non-UTF-8
+        // and blank are refused
         let header = key::header("x-id");
         let got = header.extract(view);
         valid(&got)?;
-        let required = key::header("x-id").required().extract(view);
-        valid(&required)?;
+        let optional = key::header("x-id").optional().extract(view);
+        valid(&optional)?;
         // header names are case-insensitive
         let upper = key::header("X-Id").extract(view);
         prop_assert_eq!(upper.ok(), got.clone().ok());
         match req.header.as_deref().map(std::str::from_utf8) {
             None => {
-                prop_assert_eq!(got.map(|k| names(&k)), Ok(vec![]));
-                prop_assert!(matches!(required, Err(KeyError::Extract(_))));
+                prop_assert!(matches!(got, Err(KeyError::Extract(_))), "{:?}", got);
+                let passed = optional.map(|k| (names(&k), k.unmatched_by().is_some()));
+                prop_assert_eq!(passed, Ok((vec![], true)));
             }
             Some(Err(_)) => {
                 prop_assert!(matches!(got, Err(KeyError::Extract(_))), "{:?}", got);
-                prop_assert_eq!(required, got);
+                prop_assert_eq!(optional, got);
             }
             Some(Ok(text)) => {
                 let trimmed = text.trim();
@@ -341,14 +357,14 @@ fn extractors_never_panic_and_follow_their_rules() {
                 } else {
                     prop_assert_eq!(got.clone().map(|k| names(&k)), Ok(vec![trimmed.to_owned()]));
                 }
-                prop_assert_eq!(required, got);
+                prop_assert_eq!(optional, got);
             }
         }
 
         // the combinators and from_fn: never a panic, only valid names
         let combined = key::path()
             .prefix("path:")
-            .and(key::header("x-id").prefix("{tenant}:"))
+            .and(key::header("x-id").optional().prefix("{tenant}:"))
             .and(key::from_fn(|req: &dyn RequestView| {
                 req.header_str("x-id")
                     .map(|v| format!("{}{v}", req.method()))
@@ -406,8 +422,8 @@ fn http_requests_of_any_shape_never_panic() {
             header: bytes,
         };
         let extractor = key::path()
-            .and(key::pattern("/accounts/{id}").prefix("a:"))
-            .and(key::header("x-id").prefix("h:"));
+            .and(key::pattern("/accounts/{id}").optional().prefix("a:"))
+            .and(key::header("x-id").optional().prefix("h:"));
         let from_http = extractor.extract(&req);
         valid(&from_http)?;
         prop_assert_eq!(

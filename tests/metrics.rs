@@ -62,7 +62,10 @@ async fn every_metric_is_described_typed_and_labelled() {
     assert_eq!(busy.status(), StatusCode::CONFLICT);
     other.release().await.unwrap();
     let routes = ServiceBuilder::new()
-        .layer(LockLayer::new(m.clone(), key::pattern("/accounts/{id}")))
+        .layer(LockLayer::new(
+            m.clone(),
+            key::pattern("/accounts/{id}").optional(),
+        ))
         .service_fn(|_req: Request<String>| async {
             Ok::<_, Infallible>(Response::new(String::new()))
         });
@@ -117,6 +120,7 @@ async fn every_metric_is_described_typed_and_labelled() {
         ("tower_lock_rejections_total", "counter"),
         ("tower_lock_waiters", "gauge"),
         ("tower_lock_unlocked_total", "counter"),
+        ("tower_lock_unmatched_total", "counter"),
     ] {
         has(&format!("# TYPE {name} {kind}"));
         starts(&format!("# HELP {name} "));
@@ -131,6 +135,7 @@ async fn every_metric_is_described_typed_and_labelled() {
     starts("tower_lock_redis_call_seconds_count{result=\"error\"}");
     starts("tower_lock_rejections_total{reason=\"busy\"} 1");
     has("tower_lock_unlocked_total 1");
+    has("tower_lock_unmatched_total 1");
     has("tower_lock_holds 0");
     has("tower_lock_waiters 0");
 }

@@ -82,7 +82,7 @@ pub use service::LockMiddlewareService;
 
 use crate::key::KeyExtractor;
 use crate::manager::LockManager;
-use crate::request::{Policy, Rejection};
+use crate::request::{Policy, Rejection, UnlockedCounter};
 
 /// The policy of a middleware: its options, and its custom rejection response as an actix-web
 /// response.
@@ -143,6 +143,16 @@ impl<K: KeyExtractor> LockMiddleware<K> {
             extractor: Arc::new(extractor),
             policy: Arc::new(MiddlewarePolicy::default()),
         }
+    }
+
+    /// The number of requests this middleware let through without their locks because an
+    /// optional extractor (`key::pattern(..).optional()`, ...) did not match them.
+    ///
+    /// Every clone of the middleware counts into the same counter, so keep this before handing
+    /// the middleware to the router. Each such request is also logged at WARN (once a minute per
+    /// route) and counted in `tower_lock_unmatched_total` (feature `metrics`).
+    pub fn unlocked_counter(&self) -> UnlockedCounter {
+        self.policy.unlocked.counter()
     }
 
     /// Answer rejected requests with `reject`'s response instead of the default one (which

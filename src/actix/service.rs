@@ -20,7 +20,7 @@ use super::{rejection_response, MiddlewarePolicy};
 use crate::error::LockError;
 use crate::key::KeyExtractor;
 use crate::manager::LockManager;
-use crate::request::{owner, passed_unlocked, publish, BodyGuards, LockedCall, Rejection};
+use crate::request::{owner, publish, BodyGuards, LockedCall, Rejection};
 
 /// The service a [`LockMiddleware`](super::LockMiddleware) wraps around a service: every request
 /// runs under the locks its extractor names.
@@ -84,8 +84,10 @@ where
             }
         };
         let service = self.service.clone();
+        policy
+            .unlocked
+            .note(&keys, req.method().as_str(), req.path());
         if keys.is_empty() {
-            passed_unlocked(req.method().as_str(), req.path());
             return Box::pin(async move {
                 let response = service.call(req).await?;
                 Ok(response.map_body(|_, body| LockBody::inner(body, BodyGuards::default())))

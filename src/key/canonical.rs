@@ -47,6 +47,22 @@ pub(crate) fn push_segment(raw: &str, out: &mut String) {
     }
 }
 
+/// Append the canonical form of a decoded value (a resource id as the application knows it, such
+/// as `a/b` or `100%`) to `out`: every byte that is not plain is escaped as `%XX`, `%` included.
+/// A request whose path carries `value` percent-encoded gets the same text from [`push_segment`].
+pub(crate) fn push_value(value: &str, out: &mut String) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for byte in value.bytes() {
+        if is_plain(byte) {
+            out.push(char::from(byte));
+        } else {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0xf)]));
+        }
+    }
+}
+
 /// The non-empty segments of a path (`"/a//b/"` has two: `a` and `b`).
 pub(crate) fn segments(path: &str) -> impl Iterator<Item = &str> {
     path.split('/').filter(|segment| !segment.is_empty())
@@ -81,6 +97,28 @@ mod tests {
         assert_eq!(canonical("caf%C3%A9"), "caf%C3%A9");
         assert_eq!(canonical("a b"), "a%20b");
         assert_eq!(canonical("user@x:1"), "user@x:1");
+    }
+
+    #[test]
+    fn a_decoded_value_gets_the_spelling_of_its_encoded_segment() {
+        for value in [
+            "42",
+            "a/b",
+            "100%",
+            "4%32",
+            "caf\u{e9}",
+            "a b",
+            "user@x:1",
+            "{id}",
+        ] {
+            let mut encoded = String::new();
+            for byte in value.bytes() {
+                encoded.push_str(&format!("%{byte:02x}"));
+            }
+            let mut from_value = String::new();
+            push_value(value, &mut from_value);
+            assert_eq!(from_value, canonical(&encoded), "{value}");
+        }
     }
 
     #[test]

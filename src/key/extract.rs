@@ -134,9 +134,7 @@ pub struct Both<A, B>(A, B);
 impl<A: KeyExtractor, B: KeyExtractor> KeyExtractor for Both<A, B> {
     fn extract(&self, req: &dyn RequestView) -> Result<Keys, KeyError> {
         let mut keys = self.0.extract(req)?;
-        for key in self.1.extract(req)? {
-            keys.push(key);
-        }
+        keys.extend(self.1.extract(req)?);
         Ok(keys)
     }
 }
@@ -152,9 +150,7 @@ impl<E: KeyExtractor> KeyExtractor for Prefixed<E> {
     fn extract(&self, req: &dyn RequestView) -> Result<Keys, KeyError> {
         self.inner
             .extract(req)?
-            .into_iter()
-            .map(|key| LockKey::new(format!("{}{}", self.prefix, key.as_str())))
-            .collect()
+            .try_map(|key| LockKey::new(format!("{}{}", self.prefix, key.as_str())))
     }
 }
 
@@ -182,13 +178,25 @@ where
 #[derive(Debug, Clone)]
 pub struct Header {
     pub(super) name: String,
-    pub(super) required: bool,
+    pub(super) optional: bool,
 }
 
 impl Header {
-    /// Reject requests without the header (400 Bad Request) instead of letting them through.
+    /// Let requests without the header through without a lock, instead of rejecting them with
+    /// 400 Bad Request (the default).
+    ///
+    /// Each such request is counted and logged by the layer (see [`Keys::unmatched`]). An empty
+    /// or non-UTF-8 value is still rejected.
+    pub fn optional(mut self) -> Self {
+        self.optional = true;
+        self
+    }
+
+    /// Reject requests without the header with 400 Bad Request: the default, kept so that code
+    /// written when it was not compiles and means what it meant. Undoes
+    /// [`optional`](Self::optional).
     pub fn required(mut self) -> Self {
-        self.required = true;
+        self.optional = false;
         self
     }
 }
@@ -196,13 +204,13 @@ impl Header {
 impl KeyExtractor for Header {
     fn extract(&self, req: &dyn RequestView) -> Result<Keys, KeyError> {
         let Some(value) = req.header(&self.name) else {
-            if self.required {
-                return Err(KeyError::Extract(format!(
-                    "header {} is missing",
-                    self.name
-                )));
+            if self.optional {
+                return Ok(Keys::unmatched(format!("header {}", self.name)));
             }
-            return Ok(Keys::none());
+            return Err(KeyError::Extract(format!(
+                "header {} is missing",
+                self.name
+            )));
         };
         let value = std::str::from_utf8(value)
             .map_err(|_| KeyError::Extract(format!("header {} is not UTF-8", self.name)))?
@@ -263,6 +271,7 @@ mod tests {
     fn extractors_are_object_safe_and_combine() {
         let boxed: Box<dyn KeyExtractor> = Box::new(
             key::pattern("/a/{id}")
+                .optional()
                 .and(key::header("x-b").prefix("b:"))
                 .and(key::from_fn(|_req: &dyn RequestView| Some("a/1")))
                 .only_methods(["put", "POST"]),
@@ -291,11 +300,18 @@ mod tests {
             Ok(vec!["/a/b%2F".into()])
         );
         let missing = key::header("x-missing");
-        assert_eq!(names(&missing, &request("PUT", "/")), Ok(vec![]));
         assert!(matches!(
-            names(&missing.clone().required(), &request("PUT", "/")),
+            names(&missing, &request("PUT", "/")),
+            Err(KeyError::Extract(why)) if why == "header x-missing is missing"
+        ));
+        assert!(matches!(
+            names(&missing.clone().optional().required(), &request("PUT", "/")),
             Err(KeyError::Extract(_))
         ));
+        let optional = missing.optional().prefix("m:").and(key::path());
+        let keys = optional.extract(&request("PUT", "/a")).expect("optional");
+        assert_eq!(keys.unmatched_by(), Some("header x-missing"));
+        assert_eq!(keys.len(), 1, "the path is still locked");
         let failing = key::from_fn(
             |_req: &dyn RequestView| -> Result<Option<String>, KeyError> {
                 Err(KeyError::Extract("no".into()))

@@ -3,16 +3,19 @@
 //! It works wherever a tower layer does: axum's `Router::layer` and `route_layer`, tonic's
 //! `Server::builder().layer(..)`, hyper services and `tower::ServiceBuilder`.
 //!
-//! For each request the service derives the lock names synchronously in `call` (no name: the request
-//! passes through untouched, logged at DEBUG with its path and counted in the counter
-//! `tower_lock_unlocked_total` with feature `metrics`); its future acquires them in sorted order, then waits for the inner
+//! For each request the service derives the lock names synchronously in `call`. A request the
+//! extractor does not match is answered 400 with the reason; one an `.optional()` extractor does not
+//! match passes, counted ([`LockLayer::unlocked_counter`]) and logged at WARN once a minute per
+//! route; one the extractor names no lock for on purpose (a `from_fn` returning `None`, a method
+//! left out) passes untouched, logged at DEBUG and counted in `tower_lock_unlocked_total` (feature
+//! `metrics`). The future acquires the names in sorted order, then waits for the inner
 //! service to be ready and calls it, and releases the locks when the response is ready (or, with
 //! [`LockLayer::hold_until_body_end`], when its body ends). The layer answers some requests itself
 //! — never with an error, so it fits axum's `Infallible` services:
 //!
 //! | what happened | HTTP | gRPC (trailers-only) |
 //! |---|---|---|
-//! | no usable lock name ([`RejectReason::InvalidKey`]) | 400 | `INVALID_ARGUMENT` |
+//! | no usable lock name, or the extractor does not match ([`RejectReason::InvalidKey`]) | 400 | `INVALID_ARGUMENT` |
 //! | the wait timed out ([`RejectReason::Timeout`]) | 503 + `Retry-After` | `UNAVAILABLE` |
 //! | busy in no-wait mode ([`RejectReason::Busy`]) | 409 + `Retry-After` | `ABORTED` |
 //! | too many waiters ([`RejectReason::TooManyWaiters`]) | 503 + `Retry-After` | `UNAVAILABLE` |
@@ -72,7 +75,7 @@ pub use service::LockService;
 
 pub use crate::request::{
     HeldLocks, LeaseLostError, OnLeaseLost, RejectReason, Rejection, RequestOptions,
-    DEFAULT_RETRY_AFTER, DEFAULT_WAIT_TIMEOUT,
+    UnlockedCounter, DEFAULT_RETRY_AFTER, DEFAULT_WAIT_TIMEOUT,
 };
 
 use crate::key::KeyExtractor;
@@ -133,6 +136,16 @@ impl<K: KeyExtractor> LockLayer<K> {
             extractor: Arc::new(extractor),
             policy: Arc::new(LayerPolicy::default()),
         }
+    }
+
+    /// The number of requests this layer let through without their locks because an
+    /// optional extractor (`key::pattern(..).optional()`, ...) did not match them.
+    ///
+    /// Every clone of the layer counts into the same counter, so keep this before handing
+    /// the layer to the router. Each such request is also logged at WARN (once a minute per
+    /// route) and counted in `tower_lock_unmatched_total` (feature `metrics`).
+    pub fn unlocked_counter(&self) -> UnlockedCounter {
+        self.policy.unlocked.counter()
     }
 
     /// Answer rejected requests with `reject`'s response instead of the default one (which

@@ -13,7 +13,7 @@ use super::{LayerPolicy, LockBody};
 use crate::error::LockError;
 use crate::key::KeyExtractor;
 use crate::manager::LockManager;
-use crate::request::{is_grpc, owner, passed_unlocked, Rejection};
+use crate::request::{is_grpc, owner, Rejection};
 
 /// The service a [`LockLayer`](super::LockLayer) wraps around an inner service: every request runs
 /// under the locks its extractor names.
@@ -105,8 +105,10 @@ where
                 return ResponseFuture::rejected(rejection, policy, grpc);
             }
         };
+        policy
+            .unlocked
+            .note(&keys, req.method().as_str(), req.uri().path());
         if keys.is_empty() {
-            passed_unlocked(req.method().as_str(), req.uri().path());
             return ResponseFuture::new(Acquire::Nothing, inner, req, policy, grpc);
         }
         let owner = owner(&self.manager, req.extensions_mut());

@@ -27,4 +27,4 @@ pub(crate) use guards::{owner, publish, RequestGuards};
 pub use options::{OnLeaseLost, RequestOptions, DEFAULT_RETRY_AFTER, DEFAULT_WAIT_TIMEOUT};
 pub(crate) use policy::Policy;
 pub use reject::{RejectReason, Rejection};
-pub(crate) use unlocked::passed as passed_unlocked;
+pub use unlocked::UnlockedCounter;

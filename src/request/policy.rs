@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::options::RequestOptions;
 use super::reject::Rejection;
+use super::unlocked::UnlockedLog;
 
 /// A custom rejection response; `R` is the web stack's response type.
 pub(crate) type RejectFn<R> = Arc<dyn Fn(&Rejection) -> R + Send + Sync>;
@@ -14,6 +15,8 @@ pub(crate) type RejectFn<R> = Arc<dyn Fn(&Rejection) -> R + Send + Sync>;
 pub(crate) struct Policy<R> {
     pub(crate) options: RequestOptions,
     reject: Option<RejectFn<R>>,
+    /// Requests let through unlocked by an optional extractor; shared by every copy.
+    pub(crate) unlocked: UnlockedLog,
 }
 
 impl<R> Policy<R> {
@@ -48,6 +51,7 @@ impl<R> Default for Policy<R> {
         Policy {
             options: RequestOptions::default(),
             reject: None,
+            unlocked: UnlockedLog::default(),
         }
     }
 }
@@ -57,6 +61,7 @@ impl<R> Clone for Policy<R> {
         Policy {
             options: self.options.clone(),
             reject: self.reject.clone(),
+            unlocked: self.unlocked.clone(),
         }
     }
 }

@@ -9,7 +9,7 @@ use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::StatusCode;
 
 use super::grpc::trailers_only;
-use crate::error::LockError;
+use crate::error::{KeyError, LockError};
 
 /// Why a request was answered by the layer instead of its handler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -161,12 +161,19 @@ impl Rejection {
     }
 
     /// The response the layer sends unless told otherwise. HTTP: the reason's status, a
-    /// `Retry-After` in whole seconds (rounded up), and a one-line plain-text body. gRPC: a
+    /// `Retry-After` in whole seconds (rounded up), and a one-line plain-text body naming the lock,
+    /// or for a 400 why no key could be derived (`... path /x does not match the lock pattern
+    /// /accounts/{id}`). gRPC: a
     /// trailers-only response (HTTP 200, `grpc-status` and `grpc-message` in the headers, no body).
     pub fn default_response(&self) -> http::Response<Bytes> {
-        let message = match &self.key {
-            Some(key) => format!("{}: {key}", self.reason),
-            None => self.reason.to_string(),
+        let message = match (&self.error, &self.key) {
+            // Why no key could be derived: the request's sender (or its developer) can fix it.
+            (Some(LockError::InvalidKey(KeyError::Extract(why))), _) => {
+                format!("{}: {why}", self.reason)
+            }
+            (Some(LockError::InvalidKey(err)), _) => format!("{}: {err}", self.reason),
+            (_, Some(key)) => format!("{}: {key}", self.reason),
+            (_, None) => self.reason.to_string(),
         };
         let mut response = if self.grpc {
             trailers_only(self.reason.grpc_code(), &message)
@@ -217,6 +224,14 @@ mod tests {
         let response = bad.default_response();
         assert_eq!(response.status(), StatusCode::BAD_REQUEST);
         assert!(response.headers().get(RETRY_AFTER).is_none());
+
+        let why = KeyError::Extract("header x-account is missing".into());
+        let mut bad = Rejection::from_error(LockError::InvalidKey(why));
+        bad.set_context(Duration::from_secs(1), false);
+        assert_eq!(
+            bad.default_response().body(),
+            "cannot derive a lock key from the request: header x-account is missing\n"
+        );
     }
 
     #[test]

@@ -158,11 +158,15 @@ async fn a_nested_middleware_on_another_manager_locks_in_its_own_manager() {
 async fn unlocked_requests_pass_and_unusable_keys_answer_400() {
     let manager = LockManager::memory();
     let bank = Arc::new(Bank::default());
+    // Optional: PUT /deposit is not an account path and passes this middleware unlocked.
     let reads_free = LockMiddleware::new(
         manager.clone(),
-        key::pattern("/accounts/{id}").skip_methods(["get"]),
+        key::pattern("/accounts/{id}")
+            .optional()
+            .skip_methods(["get"]),
     )
     .wait_timeout(Duration::from_millis(50));
+    let passed_unlocked = reads_free.unlocked_counter();
     let by_header = LockMiddleware::new(
         manager.clone(),
         key::header("x-account").required().prefix("account:"),
@@ -208,6 +212,11 @@ async fn unlocked_requests_pass_and_unusable_keys_answer_400() {
     assert_eq!(
         (good.status, good.body.as_str()),
         (StatusCode::OK, "account:42")
+    );
+    assert_eq!(
+        passed_unlocked.get(),
+        3,
+        "the three PUT /deposit, not the GETs"
     );
 }
 

@@ -7,5 +7,6 @@ mod support;
 #[path = "../web/mod.rs"]
 mod web;
 
+mod fail_closed;
 mod http_server;
 mod lifetimes;

@@ -9,7 +9,10 @@ mod support;
 mod web;
 
 #[cfg(feature = "axum")]
+mod axum_params;
+#[cfg(feature = "axum")]
 mod axum_router;
+mod fail_closed;
 mod grpc;
 mod http_server;
 mod lifetimes;

@@ -194,7 +194,7 @@ fn requests_that_pass_without_a_lock_are_counted() {
             let service = ServiceBuilder::new()
                 .layer(LockLayer::new(
                     LockManager::memory(),
-                    key::pattern("/accounts/{id}"),
+                    key::pattern("/accounts/{id}").optional(),
                 ))
                 .service_fn(|_req: Request<Full<Bytes>>| async {
                     Ok::<_, Infallible>(Response::new(Full::new(Bytes::new())))
@@ -214,6 +214,11 @@ fn requests_that_pass_without_a_lock_are_counted() {
         values.get("tower_lock_unlocked_total").cloned(),
         Some(vec![1.0]),
         "only /health passed unlocked: {values:?}"
+    );
+    assert_eq!(
+        values.get("tower_lock_unmatched_total").cloned(),
+        Some(vec![1.0]),
+        "/health was not matched by the optional pattern: {values:?}"
     );
     assert_eq!(values.get("tower_lock_hold_seconds").map(Vec::len), Some(2));
 }
