@@ -21,6 +21,7 @@
 //! | too many waiters ([`RejectReason::TooManyWaiters`]) | 503 + `Retry-After` | `UNAVAILABLE` |
 //! | backend unreachable ([`RejectReason::Unavailable`]) | 503 + `Retry-After` | `UNAVAILABLE` |
 //! | lease lost, abort policy ([`RejectReason::LeaseLost`]) | 503 + `Retry-After` | `ABORTED` |
+//! | options the lock cannot share, e.g. a semaphore of another size ([`RejectReason::Conflict`]) | 409, what to change | `FAILED_PRECONDITION` |
 //! | anything else ([`RejectReason::Failed`]) | 500 | `INTERNAL` |
 //!
 //! [`LockLayer::reject_with`] replaces these responses. A gRPC request's `grpc-timeout` caps the wait.

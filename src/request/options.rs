@@ -272,7 +272,8 @@ impl RequestOptions {
         metrics::rejected(rejection.reason());
         // An outage is logged at WARN by the manager, once: a line per request would flood.
         match rejection.reason() {
-            RejectReason::Failed => {
+            // a configuration to fix, or a fault to look at
+            RejectReason::Failed | RejectReason::Conflict => {
                 tracing::warn!(%rejection, "request rejected by the lock layer")
             }
             _ => tracing::debug!(%rejection, "request rejected by the lock layer"),

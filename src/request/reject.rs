@@ -30,8 +30,11 @@ pub enum RejectReason {
     /// The lease was lost while the handler ran and the layer aborts on lease loss (503; gRPC
     /// `ABORTED`).
     LeaseLost,
-    /// The lock could not be taken for another reason, such as options the manager does not support
-    /// (500; gRPC `INTERNAL`).
+    /// The request's options conflict with how the lock is held, such as a semaphore of another
+    /// size (409 with what to change in the body; gRPC `FAILED_PRECONDITION`). Retrying the same
+    /// request does not help: its configuration must change, so no `Retry-After` is sent.
+    Conflict,
+    /// The lock could not be taken for another reason (500; gRPC `INTERNAL`).
     Failed,
 }
 
@@ -45,6 +48,7 @@ impl RejectReason {
             RejectReason::TooManyWaiters => "too_many_waiters",
             RejectReason::Unavailable => "unavailable",
             RejectReason::LeaseLost => "lease_lost",
+            RejectReason::Conflict => "conflict",
             RejectReason::Failed => "failed",
         }
     }
@@ -53,7 +57,7 @@ impl RejectReason {
     pub fn status(&self) -> StatusCode {
         match self {
             RejectReason::InvalidKey => StatusCode::BAD_REQUEST,
-            RejectReason::Busy => StatusCode::CONFLICT,
+            RejectReason::Busy | RejectReason::Conflict => StatusCode::CONFLICT,
             RejectReason::Timeout
             | RejectReason::TooManyWaiters
             | RejectReason::Unavailable
@@ -63,12 +67,13 @@ impl RejectReason {
     }
 
     /// The gRPC status code of the default gRPC response (`3` INVALID_ARGUMENT, `14` UNAVAILABLE,
-    /// `10` ABORTED, `13` INTERNAL).
+    /// `10` ABORTED, `9` FAILED_PRECONDITION, `13` INTERNAL).
     pub fn grpc_code(&self) -> u8 {
         match self {
             RejectReason::InvalidKey => 3,
             RejectReason::Timeout | RejectReason::TooManyWaiters | RejectReason::Unavailable => 14,
             RejectReason::Busy | RejectReason::LeaseLost => 10,
+            RejectReason::Conflict => 9,
             RejectReason::Failed => 13,
         }
     }
@@ -81,6 +86,7 @@ impl RejectReason {
             RejectReason::TooManyWaiters => "too many requests are waiting for this lock",
             RejectReason::Unavailable => "the lock service is unavailable",
             RejectReason::LeaseLost => "the lock was lost while the request ran",
+            RejectReason::Conflict => "the lock is held in a way this request's options cannot share",
             RejectReason::Failed => "the lock could not be taken",
         }
     }
@@ -121,6 +127,7 @@ impl Rejection {
             LockError::InvalidKey(_) => RejectReason::InvalidKey,
             LockError::Timeout { .. } => RejectReason::Timeout,
             LockError::Unavailable { .. } | LockError::Closed => RejectReason::Unavailable,
+            LockError::Unsupported { .. } => RejectReason::Conflict,
             _ => RejectReason::Failed,
         };
         let key = error.key().map(str::to_owned);
@@ -130,7 +137,7 @@ impl Rejection {
     pub(crate) fn set_context(&mut self, retry_after: Duration, grpc: bool) {
         self.grpc = grpc;
         self.retry_after = match self.reason {
-            RejectReason::InvalidKey | RejectReason::Failed => None,
+            RejectReason::InvalidKey | RejectReason::Conflict | RejectReason::Failed => None,
             _ => Some(retry_after),
         };
     }
@@ -150,7 +157,8 @@ impl Rejection {
         self.error.as_ref()
     }
 
-    /// The `Retry-After` the default response carries (none for 400 and 500).
+    /// The `Retry-After` the default response carries (none for 400, a conflict of options and
+    /// 500).
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
     }
@@ -172,6 +180,8 @@ impl Rejection {
                 format!("{}: {why}", self.reason)
             }
             (Some(LockError::InvalidKey(err)), _) => format!("{}: {err}", self.reason),
+            // What to change: the options of this route, or of the other code taking the lock.
+            (Some(err @ LockError::Unsupported { .. }), _) => format!("{}: {err}", self.reason),
             (_, Some(key)) => format!("{}: {key}", self.reason),
             (_, None) => self.reason.to_string(),
         };
@@ -232,6 +242,25 @@ mod tests {
             bad.default_response().body(),
             "cannot derive a lock key from the request: header x-account is missing\n"
         );
+    }
+
+    #[test]
+    fn options_that_conflict_with_the_lock_are_a_409_saying_what_to_change() {
+        let what = "a semaphore(3) request on a semaphore of another size: every request of one \
+                    lock names the same number of permits"
+            .to_owned();
+        let err = LockError::Unsupported {
+            key: "tenants/acme".into(),
+            what: what.clone(),
+        };
+        let mut conflict = Rejection::from_error(err);
+        conflict.set_context(Duration::from_secs(1), false);
+        let response = conflict.default_response();
+        assert_eq!(response.status(), StatusCode::CONFLICT);
+        assert!(response.headers().get(RETRY_AFTER).is_none());
+        let body = String::from_utf8_lossy(response.body()).into_owned();
+        assert!(body.contains(&what) && body.contains("tenants/acme"), "{body}");
+        assert_eq!(RejectReason::Conflict.grpc_code(), 9);
     }
 
     #[test]

@@ -19,6 +19,7 @@ on_both_stacks!(
     reads_that_opt_in_share_one_redis_hold,
     writes_by_method_run_alone,
     a_semaphore_limits_the_requests_inside,
+    options_the_lock_cannot_share_are_a_409_saying_what_to_change,
 );
 
 /// A handler that answers 200 once `parties` requests are inside together, or 408 after `wait`.
@@ -159,4 +160,40 @@ async fn a_semaphore_limits_the_requests_inside<S: Stack>() {
         2,
         "not 2 requests inside at most"
     );
+}
+
+/// A job holds an account's lock as a semaphore of 2 permits, and the layer asks for 3: no meaning
+/// exists for that, so the request is answered 409 with what to change (never 500), the handler
+/// does not run, and nothing is left behind: with the job done, the request goes through.
+async fn options_the_lock_cannot_share_are_a_409_saying_what_to_change<S: Stack>() {
+    let manager = LockManager::memory();
+    let options = RequestOptions::new()
+        .lock(LockOptions::semaphore(3))
+        .wait_timeout(GENEROUS);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counting = {
+        let ran = ran.clone();
+        handler(move || {
+            ran.fetch_add(1, Ordering::SeqCst);
+            async { (StatusCode::OK, String::new()) }
+        })
+    };
+    let server = S::handler(&manager, options, counting).await;
+    let job = manager
+        .acquire("accounts/5", &LockOptions::semaphore(2))
+        .await
+        .unwrap();
+    let client = HttpClient::default();
+    let reply = client.send("PUT", server.addr, "/accounts/5").await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{reply:?}");
+    assert!(reply.retry_after().is_none(), "{reply:?}");
+    assert!(
+        reply.body.contains("accounts/5") && reply.body.contains("same number of permits"),
+        "{}",
+        reply.body
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    job.release().await.unwrap();
+    let reply = client.send("PUT", server.addr, "/accounts/5").await;
+    assert_eq!(reply.status, StatusCode::OK, "{reply:?}");
 }
