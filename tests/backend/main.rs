@@ -22,6 +22,7 @@ mod names;
 mod plain;
 mod redis_faults;
 mod reentry;
+mod restart_recovery;
 mod sentinel;
 mod shared;
 mod shutdown;

@@ -84,6 +84,15 @@ impl CommandBatcher {
         }
     }
 
+    /// Whether the connection can still carry commands: a link knows when it failed or the server
+    /// closed it; redis-rs's connection tells only by failing a command.
+    pub(crate) fn is_open(&self) -> bool {
+        match &self.conn {
+            CommandConn::Link(link) => link.is_open(),
+            CommandConn::Multiplexed(_) => true,
+        }
+    }
+
     /// The connection itself, for what does not go through the batcher (loading a script).
     pub(crate) fn connection(&self) -> CommandConn {
         self.conn.clone()

@@ -45,6 +45,14 @@ impl std::fmt::Debug for Tracked {
     }
 }
 
+impl Tracked {
+    /// Whether a command on it failed at the connection level, or the connection itself failed
+    /// or was closed by the server (which a link finds without a command).
+    pub(super) fn is_broken(&self) -> bool {
+        self.broken.load(Ordering::Relaxed) || !self.batcher.is_open()
+    }
+}
+
 impl Connector {
     /// Open a connection, name it, and load every script on it.
     async fn open(&self) -> Result<Tracked, RedisError> {
@@ -75,14 +83,14 @@ impl bb8::ManageConnection for Connector {
 
     /// Not called: the pool checks nothing out on trust (`test_on_check_out(false)`).
     async fn is_valid(&self, conn: &mut Tracked) -> Result<(), RedisError> {
-        match conn.broken.load(Ordering::Relaxed) {
+        match conn.is_broken() {
             false => Ok(()),
             true => Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe).into()),
         }
     }
 
-    /// A command on it failed at the connection level.
+    /// A command on it failed at the connection level, or the connection failed.
     fn has_broken(&self, conn: &mut Tracked) -> bool {
-        conn.broken.load(Ordering::Relaxed)
+        conn.is_broken()
     }
 }

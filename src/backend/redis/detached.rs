@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 
+use super::link::was_not_sent;
 use super::plain::{last_handed_out, made_a_hash, PlainHold};
 use super::pool::BrokenFlag;
 use super::{slot_hint, RedisBackend};
@@ -96,7 +97,7 @@ impl<A: Send + 'static> Detached<A> {
         match answer.and_then(Value::extract_error) {
             // the holds left, or -1: the lock was not held (any more); nothing else to do
             Ok(answer @ Value::Int(_)) if !made_a_hash(&answer) => {}
-            Err(err) if !lost_script(&err) => {
+            Err(err) if !lost_script(&err) && !was_not_sent(&err) => {
                 self.broken.check(&err);
                 failed(&self.id, &err);
             }
@@ -105,7 +106,8 @@ impl<A: Send + 'static> Detached<A> {
     }
 
     /// The rest of the release: its grants handed over, the hash a re-entry made released, or
-    /// the whole call made again (the server lost the script, which the call loads first).
+    /// the whole call made again (the server lost the script, which the call loads first, or
+    /// the link had failed and never sent it: the call takes a fresh connection).
     fn finish_in_background(self, answer: RedisResult<Value>) {
         let background = self.outside.background().clone();
         background.finish(async move {

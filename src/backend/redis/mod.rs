@@ -19,6 +19,7 @@ mod endpoint;
 mod fair;
 mod handover;
 mod inbox;
+mod invoke;
 mod link;
 mod locator;
 mod names;
@@ -32,16 +33,13 @@ mod shared;
 #[cfg(feature = "cluster")]
 mod slots;
 
-use std::future::Future;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 
 use redis::FromRedisValue;
 
 use answers::{attempt, released, wait_mode};
 pub(crate) use args::{flag, millis, server_ms, GrantArgs};
-use call::RoundTrip;
 pub(crate) use call::ScriptCall;
 use channels::Channels;
 pub(crate) use connect::{connect, open_server, spawn_inbox, Server, Settings};
@@ -83,13 +81,6 @@ pub(crate) struct RedisBackend {
     waiters: Arc<WaitRegistry>,
     /// The locks this manager holds on the plain path (see `plain.rs`).
     plain: plain::PlainHolds,
-}
-
-/// Whether `err` says the connection itself was lost (not a slow or refusing server): another
-/// connection may well succeed.
-fn connection_died(err: &BoxError) -> bool {
-    err.downcast_ref::<redis::RedisError>()
-        .is_some_and(|err| err.is_io_error() || err.is_connection_dropped())
 }
 
 /// Which pooled connection carries the commands of lock `id` (FNV-1a of its name).
@@ -145,91 +136,6 @@ impl RedisBackend {
         others: &[names::Suffixed<'_>],
     ) -> ScriptCall {
         ScriptCall::on_lock(script, id, others, self.scripts.declare_keys)
-    }
-
-    /// Run one script call: getting a connection and the call are each bounded by the command
-    /// timeout.
-    /// `hint` picks the connection: the same lock always uses the same one, so a command of this
-    /// process sent after another one's reply reaches Redis after it.
-    async fn invoke<T: FromRedisValue>(
-        &self,
-        hint: u64,
-        call: &impl RoundTrip,
-    ) -> Result<T, BoxError> {
-        self.invoke_within(hint, call, self.timeout).await
-    }
-
-    /// Run one script call; past the command timeout, mark its connection broken (later commands
-    /// take a fresh one) but keep listening for the reply until `patience` has passed.
-    async fn invoke_within<T: FromRedisValue>(
-        &self,
-        hint: u64,
-        call: &impl RoundTrip,
-        patience: Duration,
-    ) -> Result<T, BoxError> {
-        let started = std::time::Instant::now();
-        let outcome = self.call_within(hint, call, patience).await;
-        crate::telemetry::redis_call(outcome.is_ok(), started.elapsed());
-        outcome
-    }
-
-    /// [`Self::invoke_within`] without its latency record.
-    async fn call_within<T: FromRedisValue>(
-        &self,
-        hint: u64,
-        call: &impl RoundTrip,
-        patience: Duration,
-    ) -> Result<T, BoxError> {
-        let too_slow =
-            || -> BoxError { format!("Redis did not answer within {:?}", self.timeout).into() };
-        // Getting a connection is bounded by the command timeout too (a user's bb8 pool may wait
-        // 30 s for one by default; ours opens one within it). It has a timeout of its own: a fresh
-        // connection loads the scripts first, which must not eat into the command's time. The
-        // usual connection, open already, is there at the first poll, with no timer.
-        let conn = self.pool.conn(hint);
-        tokio::pin!(conn);
-        let first = std::future::poll_fn(|cx| Poll::Ready(conn.as_mut().poll(cx))).await;
-        let (mut conn, broken) = match first {
-            Poll::Ready(found) => found?,
-            Poll::Pending => {
-                tokio::time::timeout(self.timeout, conn)
-                    .await
-                    .map_err(|_| -> BoxError {
-                        format!("no Redis connection within {:?}", self.timeout).into()
-                    })??
-            }
-        };
-        let reply = call.run::<T>(&mut conn);
-        tokio::pin!(reply);
-        let outcome = match tokio::time::timeout(self.timeout, &mut reply).await {
-            Ok(outcome) => outcome,
-            Err(_) => {
-                broken.timed_out();
-                let rest = patience.saturating_sub(self.timeout);
-                match tokio::time::timeout(rest, reply).await {
-                    Ok(outcome) => outcome,
-                    Err(_) => return Err(too_slow()),
-                }
-            }
-        };
-        outcome.map_err(|err| {
-            broken.check(&err);
-            err.into()
-        })
-    }
-
-    /// Run a call that may run twice (a renewal, a heartbeat): when it fails on a connection that
-    /// died (the server restarted, or killed it), once more on a fresh one. The watchdog must
-    /// learn at once what a restarted server still holds, not a renewal period later.
-    async fn invoke_idempotent<T: FromRedisValue>(
-        &self,
-        hint: u64,
-        call: &ScriptCall,
-    ) -> Result<T, BoxError> {
-        match self.invoke(hint, call).await {
-            Err(err) if connection_died(&err) => self.invoke(hint, call).await,
-            outcome => outcome,
-        }
     }
 
     /// Open the command connections now, not on the first commands (see

@@ -2,8 +2,9 @@
 //! default) keeps one connection checked out, with a batcher that batches its commands when it is
 //! busy; a command picks its slot by lock, so any number of commands share the connections in
 //! flight (pipelined), commands on one lock stay on one connection, and the hot path takes no
-//! checkout (no PING, no timer). A connection that failed is marked broken: the next command on its
-//! slot gives it back (bb8 then drops it) and checks out another. bb8 opens connections in a task
+//! checkout (no PING, no timer). A connection that failed is marked broken (a command on it failed,
+//! or a link found the server closed it): the next command on its slot gives it back (bb8 then
+//! drops it) and checks out another, before it is sent. bb8 opens connections in a task
 //! of its own and gives a failure to its error sink, not to the caller, who would wait out the
 //! whole connection timeout and learn nothing; so when the pool must open a connection, the call
 //! opens it (a refusal is its error, at once) and adds it to the pool. A pool of the user's
@@ -259,7 +260,7 @@ impl CommandPool {
         };
         let slot = lock(&slots[(hint % slots.len() as u64) as usize]);
         let conn = slot.as_ref()?;
-        if conn.broken.load(Ordering::Relaxed) {
+        if conn.is_broken() {
             return None;
         }
         let link = conn.batcher.link()?.clone();
@@ -276,7 +277,7 @@ fn lock(
 fn in_use(slot: &Slot) -> Option<(Channel, BrokenFlag)> {
     let guard = lock(slot);
     let conn = guard.as_ref()?;
-    if conn.broken.load(Ordering::Relaxed) {
+    if conn.is_broken() {
         return None;
     }
     Some((

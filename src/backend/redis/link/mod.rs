@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,7 +29,13 @@ use super::packed::Packed;
 
 mod reader;
 mod resp;
+mod unsent;
+mod waiter;
 mod writer;
+
+pub(crate) use unsent::was_not_sent;
+pub(crate) use waiter::Settle;
+use waiter::{Reply, Waiter};
 
 /// A handle to one connection; clones share it. The connection closes when the last one drops.
 #[derive(Clone)]
@@ -42,6 +48,9 @@ struct Shared {
     db: i64,
     /// Commands sent whose callers have not had all their answers.
     unanswered: AtomicUsize,
+    /// Cleared once the link failed or closed: the pool then takes another connection before a
+    /// command is sent on this one (a server that restarted closed it long ago).
+    open: AtomicBool,
     outbox: Mutex<Outbox>,
     /// Wakes the reader: bytes wait to be written, the link failed, or every handle is gone.
     wake: Notify,
@@ -85,81 +94,6 @@ impl From<io::Error> for Failure {
     fn from(err: io::Error) -> Self {
         Failure(err.kind(), err.to_string())
     }
-}
-
-/// One caller's command (or pipeline): the answers to skip, then those it waits for.
-struct Waiter {
-    skip: usize,
-    count: usize,
-    values: Vec<Value>,
-    reply: Reply,
-    /// When the reader gives up on the answer (a settled command: a caller that waits keeps a
-    /// timer of its own).
-    deadline: Option<Instant>,
-}
-
-enum Reply {
-    One(oneshot::Sender<RedisResult<Value>>),
-    Many(oneshot::Sender<RedisResult<Vec<Value>>>),
-    Settle(Settle),
-    /// A settled command past its deadline: its settle had the timeout; the answer, should it
-    /// still come, is dropped.
-    Expired,
-}
-
-/// What takes a command's answer in the reader task, for a caller that does not wait for it.
-pub(crate) type Settle = Box<dyn FnOnce(RedisResult<Value>) + Send>;
-
-impl Waiter {
-    /// Take the next answer: true when it was the last this waiter waits for.
-    fn take(&mut self, value: Value) -> bool {
-        if self.skip > 0 {
-            self.skip -= 1;
-            return false;
-        }
-        self.values.push(value);
-        self.values.len() == self.count
-    }
-
-    /// Hand the caller what it waited for (nothing to do if it stopped waiting).
-    fn answer(mut self) {
-        // a caller that stopped waiting has dropped its end: the answer has nowhere to go
-        match self.reply {
-            Reply::One(reply) => drop(reply.send(self.values.pop().ok_or_else(no_answer))),
-            Reply::Many(reply) => drop(reply.send(Ok(self.values))),
-            Reply::Settle(settle) => settle(self.values.pop().ok_or_else(no_answer)),
-            Reply::Expired => {}
-        }
-    }
-
-    fn fail(self, failure: &Failure) {
-        match self.reply {
-            Reply::One(reply) => drop(reply.send(Err(failure.error()))),
-            Reply::Many(reply) => drop(reply.send(Err(failure.error()))),
-            Reply::Settle(settle) => settle(Err(failure.error())),
-            Reply::Expired => {}
-        }
-    }
-
-    /// The settle of a command past its deadline at `now`, taken out (the answer, should it
-    /// still come, is dropped).
-    fn expire(&mut self, now: Instant) -> Option<Settle> {
-        if self.deadline.is_none_or(|deadline| deadline > now) {
-            return None;
-        }
-        self.deadline = None;
-        match std::mem::replace(&mut self.reply, Reply::Expired) {
-            Reply::Settle(settle) => Some(settle),
-            other => {
-                self.reply = other;
-                None
-            }
-        }
-    }
-}
-
-fn no_answer() -> RedisError {
-    io::Error::other("the connection gave no answer").into()
 }
 
 /// Owns the connection: when the last handle drops, the reader closes it.
@@ -208,6 +142,7 @@ impl Link {
             writer,
             db,
             unanswered: AtomicUsize::new(0),
+            open: AtomicBool::new(true),
             outbox: Mutex::default(),
             wake: Notify::new(),
         });
@@ -232,6 +167,12 @@ impl Link {
             return Ok(());
         }
         commands.query_async(&mut self.clone()).await
+    }
+
+    /// Whether the link can still carry commands: false once it failed or the server closed it,
+    /// which its reader finds as it happens, not when a command is next sent.
+    pub(crate) fn is_open(&self) -> bool {
+        self.0 .0.open.load(Ordering::Relaxed)
     }
 
     /// Send `cmd` and wait for its answer (a server's error answer is a value).
@@ -330,6 +271,8 @@ impl Link {
     /// A lone command goes out without a hop to another task. On a busy link a system call per
     /// command would cost more than the hop: the reader task writes whatever came by the time it
     /// runs, in one call. A waiter with a deadline wakes the reader only when it watches none.
+    /// A command refused by a failed link fails with an error that says it was not sent
+    /// ([`was_not_sent`]).
     fn send(
         &self,
         write: impl FnOnce(&mut Vec<u8>),
@@ -340,8 +283,10 @@ impl Link {
         let mut outbox = lock(&shared.outbox);
         if let Some(failure) = outbox.failed.clone() {
             drop(outbox);
-            waiter.fail(&failure);
-            return Err(failure.error());
+            shared.open.store(false, Ordering::Relaxed);
+            let err = failure.not_sent();
+            waiter.fail_with(&err);
+            return Err(err);
         }
         let watch = waiter.deadline.is_some() && !std::mem::replace(&mut outbox.timed, true);
         outbox.waiting.push_back(waiter);

@@ -35,6 +35,8 @@ pub(super) async fn read_answers(shared: Arc<Shared>, mut read: OwnedReadHalf) {
         outbox.unsent = Vec::new();
         (std::mem::take(&mut outbox.waiting), why)
     };
+    // after the failure is set: a command sent meanwhile fails as one not sent
+    shared.open.store(false, Ordering::Relaxed);
     for waiter in reading.into_iter().chain(waiting) {
         waiter.fail(&why);
     }
