@@ -10,8 +10,12 @@ use crate::support::RedisServer;
 /// A manager whose re-entries go to Redis: with lock cohorting on (the default), an exclusive
 /// re-entry is made in memory and cannot fail this way (`tests/safety/cohorts.rs`).
 async fn manager(server: &RedisServer) -> LockManager {
+    manager_at(server.url()).await
+}
+
+async fn manager_at(url: String) -> LockManager {
     LockManager::builder()
-        .redis(server.url())
+        .redis(url)
         .local_handoffs(0)
         .command_timeout(Duration::from_millis(300))
         .build()
@@ -19,20 +23,25 @@ async fn manager(server: &RedisServer) -> LockManager {
         .expect("manager")
 }
 
-/// The owner holds the lock; its connection is killed, so its re-entry fails (broken pipe) without
-/// reaching Redis. The failed request's clean-up must leave the outer hold alone: another manager
-/// must not get the lock while the outer guard holds it.
+/// The owner holds the lock; its connection is killed and its ACL user switched off, so its
+/// re-entry fails without reaching Redis (a fresh connection cannot log in; a killed one alone
+/// is replaced before the re-entry is sent). The failed request's clean-up must leave the outer
+/// hold alone: another manager must not get the lock while the outer guard holds it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_reentry_leaves_the_outer_hold_in_place() {
     let server = RedisServer::start();
+    let user = ["ACL", "SETUSER", "u", "on", ">pw", "~*", "&*", "+@all"];
+    assert!(server.cmd(&user).is_ok());
+    let url = format!("redis://u:pw@127.0.0.1:{}", server.port());
     for (mode, opts) in [
         ("fair", LockOptions::fair()),
         ("exclusive", LockOptions::exclusive()),
     ] {
-        let m = manager(&server).await;
+        let m = manager_at(url.clone()).await;
         let owner = m.owner();
         let outer = owner.acquire(mode, &opts).await.unwrap();
-        server.cmd(&["CLIENT", "KILL", "TYPE", "normal"]);
+        assert!(server.cmd(&["ACL", "SETUSER", "u", "off"]).is_ok());
+        server.cmd(&["CLIENT", "KILL", "TYPE", "normal", "USER", "u"]);
         // built after the kill: its command connection, open once it is built, is not killed
         let other = manager(&server).await;
         let reentry = owner.acquire(mode, &opts).await;
@@ -50,6 +59,7 @@ async fn a_failed_reentry_leaves_the_outer_hold_in_place() {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        assert!(server.cmd(&["ACL", "SETUSER", "u", "on"]).is_ok());
         assert!(!outer.is_lost());
         outer.release().await.unwrap();
         assert!(other.try_acquire(mode, &opts).await.unwrap().is_some());
