@@ -103,6 +103,8 @@ pub(crate) struct WaitRegistry {
     /// came back (or the manager shut down), when messages may have been lost and the server may
     /// have restarted.
     wake_alls: AtomicU64,
+    /// How many times the backend left a command unanswered for the command timeout.
+    stalls: AtomicU64,
 }
 
 /// What a waiter leaving the registry asks the backend to do.
@@ -213,6 +215,22 @@ impl WaitRegistry {
     /// Wake every waiter (after the inbox reconnected: messages may have been lost).
     pub(crate) fn wake_all(&self) {
         self.wake_alls.fetch_add(1, Ordering::SeqCst);
+        for queue in self.lock().values() {
+            queue.iter().for_each(|w| w.wake());
+        }
+    }
+
+    /// How many times [`stalled`](Self::stalled) ran: a change during a wait says the backend
+    /// stopped answering meanwhile.
+    pub(crate) fn stalls(&self) -> u64 {
+        self.stalls.load(Ordering::SeqCst)
+    }
+
+    /// The backend left a command unanswered for the command timeout (a frozen or cut-off
+    /// server): wake every waiter, to end its wait as unavailable. A wake-up it sleeps for would
+    /// not come, and another attempt would wait out the command timeout once more.
+    pub(crate) fn stalled(&self) {
+        self.stalls.fetch_add(1, Ordering::SeqCst);
         for queue in self.lock().values() {
             queue.iter().for_each(|w| w.wake());
         }

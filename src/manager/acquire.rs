@@ -62,7 +62,10 @@ impl Shared {
     ) -> Result<Tried, LockError> {
         let mut acquisition = Acquisition::new(self, req, mode, started);
         if req.wait {
+            let stalls = self.waiters.stalls();
             acquisition.join_waiters().await?;
+            // it waited for a request of the same owner, which the backend's stall ended
+            acquisition.unless_stalled_since(stalls)?;
         }
         loop {
             if self.closing.is_closed() {
@@ -272,7 +275,9 @@ impl<'a> Acquisition<'a> {
     }
 
     /// The attempt that started at `attempt_started` found the lock busy: sleep until a wake-up,
-    /// the holder's lease would have run out (`ttl`), or the deadline.
+    /// the holder's lease would have run out (`ttl`), or the deadline. A backend that stops
+    /// answering meanwhile ends the wait as unavailable: the wake-up would not come, and another
+    /// attempt would wait out the command timeout once more.
     async fn wait_after_busy(
         &mut self,
         ttl: Option<Duration>,
@@ -292,12 +297,30 @@ impl<'a> Acquisition<'a> {
             until = until.min(deadline);
         }
         tracing::trace!(key = self.key, ?ttl, "lock busy; waiting");
+        let stalls = self.shared.waiters.stalls();
         let woken = tokio::time::timeout_at(until.into(), ticket.woken()).await;
+        if ticket.grant().is_some() {
+            return Ok(());
+        }
+        self.unless_stalled_since(stalls)?;
         let expired = self.deadline.is_some_and(|d| Instant::now() >= d);
-        if woken.is_err() && expired && ticket.grant().is_none() {
+        if woken.is_err() && expired {
             return Err(self.timeout());
         }
         Ok(())
+    }
+
+    /// Unavailable when the backend stalled (left a command unanswered for the command timeout)
+    /// since it had stalled `stalls` times: a request that was waiting then ends.
+    fn unless_stalled_since(&self, stalls: u64) -> Result<(), LockError> {
+        if self.shared.waiters.stalls() == stalls {
+            return Ok(());
+        }
+        let cause = "Redis stopped answering while the request waited: a command of this \
+            manager went unanswered for the command timeout";
+        let err = LockError::unavailable(self.key, cause);
+        self.shared.outage.failed(&err);
+        Err(self.leaving(err))
     }
 
     /// Build the guard of a won lock, valid from `since` for `valid_for`, and its lost signal.

@@ -15,6 +15,7 @@ mod contract;
 mod dropped;
 mod fair;
 mod fair_liveness;
+mod frozen_server;
 mod hand_over;
 mod lease_deadlines;
 mod link;

@@ -23,7 +23,16 @@ pub(crate) async fn connect(
     wiring: &Wiring,
 ) -> Result<(Arc<QuorumBackend>, InboxStop), LockError> {
     let servers = (infos.iter())
-        .map(|info| open_server(info.clone().into(), None, node_timeout, settings, wiring))
+        .map(|info| {
+            open_server(
+                info.clone().into(),
+                None,
+                node_timeout,
+                settings,
+                wiring,
+                false,
+            )
+        })
         .collect::<Result<Vec<Server>, _>>()?;
     let subscriptions = join_all(servers.iter().map(|s| s.inbox.subscribe())).await;
     let subscriptions: Vec<_> = (servers.iter().zip(subscriptions))

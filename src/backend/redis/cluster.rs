@@ -58,6 +58,7 @@ impl RedisBackend {
             manager_id: wiring.manager_id.clone(),
             timeout,
             eviction: settings.eviction,
+            whole: false,
             waiters: wiring.waiters.clone(),
             plain: Default::default(),
         });

@@ -47,6 +47,7 @@ pub(crate) async fn connect(
         settings.command_timeout,
         settings,
         wiring,
+        true,
     )?;
     let subscription =
         (server.inbox.subscribe().await).map_err(|err| LockError::unavailable("", err))?;
@@ -58,13 +59,15 @@ pub(crate) async fn connect(
 }
 
 /// The server of `info`, not yet subscribed: a backend whose commands are bounded by `timeout`,
-/// through `user_pool` or a pool of our own, and its inbox.
+/// through `user_pool` or a pool of our own, and its inbox. `whole`: it is the manager's only
+/// server, whose stall ends every wait.
 pub(crate) fn open_server(
     server: Locator,
     user_pool: Option<RedisPool>,
     timeout: Duration,
     settings: &Settings,
     wiring: &Wiring,
+    whole: bool,
 ) -> Result<Server, LockError> {
     let name = connection_name(&wiring.manager_id);
     let pool = match user_pool {
@@ -86,7 +89,7 @@ pub(crate) fn open_server(
     )?;
     let id = wiring.manager_id.clone();
     let waiters = wiring.waiters.clone();
-    let backend = RedisBackend::new(pool, keys, id, timeout, settings.eviction, waiters);
+    let backend = RedisBackend::new(pool, keys, id, timeout, settings.eviction, waiters, whole);
     Ok(Server {
         backend: Arc::new(backend),
         inbox,

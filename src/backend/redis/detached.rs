@@ -98,6 +98,9 @@ impl<A: Send + 'static> Detached<A> {
             // the holds left, or -1: the lock was not held (any more); nothing else to do
             Ok(answer @ Value::Int(_)) if !made_a_hash(&answer) => {}
             Err(err) if !lost_script(&err) && !was_not_sent(&err) => {
+                if err.is_timeout() {
+                    self.backend.stalled();
+                }
                 self.broken.check(&err);
                 failed(&self.id, &err);
             }

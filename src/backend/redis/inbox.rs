@@ -238,11 +238,23 @@ impl Inbox {
                 }
                 Err(err) => {
                     tracing::warn!(channel = %self.channel, error = %err, "lock inbox reconnect failed");
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    backoff = next_backoff(backoff, &err);
                 }
             }
         }
     }
+}
+
+/// The pause before the next attempt to subscribe, after one that failed with `err`: twice the
+/// last, up to [`MAX_BACKOFF`], after a refusal; the least after a timeout. A server that took the
+/// connection and did not answer (a frozen one) answers the attempt in flight once it resumes, or
+/// the next one: a pause that grew through the freeze would keep waiters without their wake-ups
+/// for seconds after it, and the attempt itself has waited the command timeout already.
+fn next_backoff(backoff: Duration, err: &RedisError) -> Duration {
+    if err.is_timeout() {
+        return MIN_BACKOFF;
+    }
+    (backoff * 2).min(MAX_BACKOFF)
 }
 
 /// Whether a `ROLE` reply says master.
@@ -259,8 +271,19 @@ fn is_master(reply: &redis::Value) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::is_master;
-    use redis::Value;
+    use super::{is_master, next_backoff, MAX_BACKOFF, MIN_BACKOFF};
+    use redis::{RedisError, Value};
+    use std::io;
+    use std::time::Duration;
+
+    #[test]
+    fn a_timed_out_attempt_does_not_grow_the_backoff() {
+        let timed_out: RedisError = io::Error::new(io::ErrorKind::TimedOut, "frozen").into();
+        let refused: RedisError = io::Error::from(io::ErrorKind::ConnectionRefused).into();
+        assert_eq!(next_backoff(MAX_BACKOFF, &timed_out), MIN_BACKOFF);
+        assert_eq!(next_backoff(MIN_BACKOFF, &refused), MIN_BACKOFF * 2);
+        assert_eq!(next_backoff(Duration::from_secs(60), &refused), MAX_BACKOFF);
+    }
 
     #[test]
     fn role_replies_tell_a_master_from_a_replica() {

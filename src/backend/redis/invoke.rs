@@ -98,6 +98,7 @@ impl RedisBackend {
                 tokio::time::timeout(self.timeout, conn)
                     .await
                     .map_err(|_| -> BoxError {
+                        self.stalled();
                         format!("no Redis connection within {:?}", self.timeout).into()
                     })?
             }
@@ -121,6 +122,7 @@ impl RedisBackend {
             Ok(outcome) => outcome,
             Err(_) => {
                 broken.timed_out();
+                self.stalled();
                 let rest = patience.saturating_sub(self.timeout);
                 match tokio::time::timeout(rest, reply).await {
                     Ok(outcome) => outcome,
@@ -148,6 +150,16 @@ impl RedisBackend {
         match self.invoke(hint, call).await {
             Err(err) if connection_died(&err) => self.invoke(hint, call).await,
             outcome => outcome,
+        }
+    }
+
+    /// The server left a command unanswered for the command timeout: when it is the manager's
+    /// whole backend, every local waiter ends its wait (see [`WaitRegistry::stalled`]).
+    ///
+    /// [`WaitRegistry::stalled`]: crate::waiters::WaitRegistry::stalled
+    pub(super) fn stalled(&self) {
+        if self.whole {
+            self.waiters.stalled();
         }
     }
 }

@@ -81,6 +81,10 @@ pub(crate) struct RedisBackend {
     waiters: Arc<WaitRegistry>,
     /// The locks this manager holds on the plain path (see `plain.rs`).
     plain: plain::PlainHolds,
+    /// This server is the manager's whole backend: when it leaves a command unanswered for the
+    /// command timeout, every local waiter ends (see [`WaitRegistry::stalled`]). Not for a quorum's
+    /// master (the others may answer) nor a cluster's node.
+    whole: bool,
 }
 
 /// Which pooled connection carries the commands of lock `id` (FNV-1a of its name).
@@ -107,6 +111,7 @@ impl RedisBackend {
         timeout: Duration,
         eviction: Duration,
         waiters: Arc<WaitRegistry>,
+        whole: bool,
     ) -> Self {
         RedisBackend {
             pool,
@@ -120,6 +125,7 @@ impl RedisBackend {
             eviction,
             waiters,
             plain: plain::PlainHolds::default(),
+            whole,
         }
     }
 
