@@ -86,7 +86,9 @@ impl RejectReason {
             RejectReason::TooManyWaiters => "too many requests are waiting for this lock",
             RejectReason::Unavailable => "the lock service is unavailable",
             RejectReason::LeaseLost => "the lock was lost while the request ran",
-            RejectReason::Conflict => "the lock is held in a way this request's options cannot share",
+            RejectReason::Conflict => {
+                "the lock is held in a way this request's options cannot share"
+            }
             RejectReason::Failed => "the lock could not be taken",
         }
     }
@@ -259,7 +261,10 @@ mod tests {
         assert_eq!(response.status(), StatusCode::CONFLICT);
         assert!(response.headers().get(RETRY_AFTER).is_none());
         let body = String::from_utf8_lossy(response.body()).into_owned();
-        assert!(body.contains(&what) && body.contains("tenants/acme"), "{body}");
+        assert!(
+            body.contains(&what) && body.contains("tenants/acme"),
+            "{body}"
+        );
         assert_eq!(RejectReason::Conflict.grpc_code(), 9);
     }
 

@@ -135,3 +135,35 @@ async fn a_waiter_ends_when_another_request_of_its_manager_goes_unanswered() {
         assert!(took <= COMMAND_TIMEOUT + MARGIN, "ended {took:?} after");
     }
 }
+
+/// A waiter whose lock another replica holds, on a replica that sends nothing else: its inbox
+/// checks the connection every half command timeout while requests wait, and a check left
+/// unanswered for the command timeout ends the wait, within one and a half command timeouts of
+/// the freeze. Before, the check came every 5 s, and the waiter only re-checked (and waited out
+/// one more command timeout) when it failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_of_a_quiet_replica_ends_within_one_and_a_half_command_timeouts() {
+    let server = RedisServer::start();
+    let (holder, m) = (manager(&server).await, manager(&server).await);
+    let _held = holder
+        .acquire("quiet", &LockOptions::exclusive())
+        .await
+        .expect("held");
+    let mut tasks = JoinSet::new();
+    waiters(&m, "quiet", &LockOptions::exclusive(), 2, &mut tasks);
+    assert!(support::eventually(Duration::from_secs(5), || m.waiting() == 2).await);
+
+    server.stop_process();
+    let frozen = Instant::now();
+    let ended = tasks.join_all().await;
+    server.continue_process();
+    for (outcome, at) in ended {
+        let err = outcome.expect_err("no lock from a frozen server");
+        assert!(err.is_unavailable(), "{err:?}");
+        let took = at.duration_since(frozen);
+        assert!(
+            took <= COMMAND_TIMEOUT * 3 / 2 + MARGIN,
+            "ended {took:?} after the freeze"
+        );
+    }
+}

@@ -83,7 +83,7 @@ pub(crate) fn open_server(
     let inbox = Inbox::new(
         server,
         channel,
-        settings.command_timeout,
+        (settings.command_timeout, whole),
         name,
         wiring.waiters.clone(),
     )?;

@@ -10,7 +10,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, ProtocolVersion, PushInfo, PushKind, RedisError};
@@ -27,6 +27,8 @@ const MIN_BACKOFF: Duration = Duration::from_millis(20);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// How often an idle inbox checks that its connection still answers.
 const KEEPALIVE: Duration = Duration::from_secs(5);
+/// The shortest check interval while requests wait (a tiny command timeout must not make it poll).
+const MIN_WAITING_KEEPALIVE: Duration = Duration::from_millis(100);
 
 /// One live subscription: the connection, and the signal its reader gives when it drops.
 pub(crate) struct Subscription {
@@ -70,6 +72,8 @@ pub(crate) struct Inbox {
     /// `CLIENT SETNAME` of the connection.
     name: String,
     postman: Arc<Postman>,
+    /// The server is the manager's whole backend: a PING it leaves unanswered ends every wait.
+    whole: bool,
 }
 
 impl std::fmt::Debug for Inbox {
@@ -82,11 +86,11 @@ impl std::fmt::Debug for Inbox {
 
 impl Inbox {
     /// An inbox on `server` for `channel`, delivering to `waiters`; its connection is called
-    /// `name`.
+    /// `name`. `whole`: the server is the manager's only one (see [`WaitRegistry::stalled`]).
     pub(crate) fn new(
         server: Locator,
         channel: String,
-        timeout: Duration,
+        (timeout, whole): (Duration, bool),
         name: String,
         waiters: Arc<WaitRegistry>,
     ) -> Result<Self, LockError> {
@@ -94,6 +98,7 @@ impl Inbox {
             server,
             channel,
             timeout,
+            whole,
             name,
             postman: Arc::new(Postman {
                 waiters,
@@ -188,11 +193,27 @@ impl Inbox {
                 sub
             }
         };
+        let mut checked = Instant::now();
         loop {
             let lost = tokio::select! {
                 _ = &mut shutdown => return,
                 _ = sub.dropped.notified() => true,
-                _ = tokio::time::sleep(KEEPALIVE) => !self.answers(&mut sub).await,
+                _ = tokio::time::sleep(self.waiting_keepalive()) => {
+                    if !self.check_due(checked) {
+                        continue;
+                    }
+                    checked = Instant::now();
+                    match self.answers(&mut sub).await {
+                        Some(answered) => !answered,
+                        None => {
+                            // frozen: no wake-up can come, nor an answer to a waiter's attempt
+                            if self.whole {
+                                waiters.stalled();
+                            }
+                            true
+                        }
+                    }
+                }
             };
             if !lost {
                 continue;
@@ -212,16 +233,34 @@ impl Inbox {
         }
     }
 
-    /// Whether the connection answers a PING within the command timeout. Under Sentinel it must
-    /// also still be on the master (`ROLE`): a failover that demoted this server leaves the
-    /// connection open, but releases are published on the new master now.
-    async fn answers(&self, sub: &mut Subscription) -> bool {
+    /// How often the inbox looks whether a check of its connection is due: half the command
+    /// timeout, within [`MIN_WAITING_KEEPALIVE`] and [`KEEPALIVE`]. A look sends nothing.
+    fn waiting_keepalive(&self) -> Duration {
+        (self.timeout / 2).clamp(MIN_WAITING_KEEPALIVE, KEEPALIVE)
+    }
+
+    /// Whether the connection is to be checked now, its last check made at `checked`: at every
+    /// look while requests of this process wait (a frozen server then ends their waits within
+    /// one and a half command timeouts, with at most one PING a second at the default), else
+    /// every [`KEEPALIVE`].
+    fn check_due(&self, checked: Instant) -> bool {
+        self.postman.waiters.len() > 0 || checked.elapsed() >= KEEPALIVE
+    }
+
+    /// Whether the connection answers a PING, `None` when it is not answered within the command
+    /// timeout (a frozen server). Under Sentinel it must also still be on the master (`ROLE`): a
+    /// failover that demoted this server leaves the connection open, but releases are published
+    /// on the new master now.
+    async fn answers(&self, sub: &mut Subscription) -> Option<bool> {
         let sentinel = matches!(self.server, Locator::Sentinel(_));
         let cmd = redis::cmd(if sentinel { "ROLE" } else { "PING" });
         let ping = cmd.query_async::<redis::Value>(&mut sub.conn);
         match tokio::time::timeout(self.timeout, ping).await {
-            Ok(Ok(reply)) => !sentinel || is_master(&reply),
-            _ => false,
+            Ok(Ok(reply)) => Some(!sentinel || is_master(&reply)),
+            // the connection's own response timeout may end the PING first
+            Ok(Err(err)) if err.is_timeout() => None,
+            Ok(Err(_)) => Some(false),
+            Err(_) => None,
         }
     }
 
