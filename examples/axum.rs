@@ -1,9 +1,9 @@
 //! An axum service whose deposits to one account run one at a time, in every replica.
 //!
 //! ```text
-//! cargo run --example axum                 # demo: 100 concurrent deposits to one account, then exit
-//! cargo run --example axum -- serve        # serve on 127.0.0.1:3000 until Ctrl-C
-//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example axum --features metrics -- serve
+//! cargo run --example axum --features axum            # demo: 100 concurrent deposits to one account
+//! cargo run --example axum --features axum -- serve   # serve on 127.0.0.1:3000 until Ctrl-C
+//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example axum --features axum,metrics -- serve
 //! ```
 //!
 //! With `serve`, try `curl -X PUT localhost:3000/accounts/1/deposit/10`,
@@ -24,7 +24,7 @@ use std::time::Duration;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, put};
-use axum::{Extension, Router};
+use axum::Router;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
@@ -64,7 +64,7 @@ async fn balance(State(store): State<Arc<Store>>, Path(id): Path<u64>) -> String
 async fn deposit(
     State(store): State<Arc<Store>>,
     Path((id, amount)): Path<(u64, i64)>,
-    Extension(lock): Extension<LockInfo>,
+    lock: LockInfo,
 ) -> Result<String, (StatusCode, String)> {
     let (balance, _) = store.read(id);
     tokio::time::sleep(Duration::from_millis(1)).await; // a database round trip

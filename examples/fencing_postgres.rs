@@ -1,9 +1,9 @@
 //! Fencing tokens checked by PostgreSQL: a write from a holder whose lease ran out is refused.
 //!
 //! ```text
-//! cargo run --example fencing_postgres              # the demonstration below, then exit
-//! cargo run --example fencing_postgres -- serve     # serve on 127.0.0.1:3000 until Ctrl-C
-//! DATABASE_URL=postgres://user@host/db REDIS_URL=redis://127.0.0.1:6379 cargo run --example fencing_postgres
+//! cargo run --example fencing_postgres --features axum              # the demonstration below, then exit
+//! cargo run --example fencing_postgres --features axum -- serve     # serve on 127.0.0.1:3000 until Ctrl-C
+//! DATABASE_URL=postgres://user@host/db REDIS_URL=redis://127.0.0.1:6379 cargo run --example fencing_postgres --features axum
 //! ```
 //!
 //! PostgreSQL is taken from `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`);
@@ -12,8 +12,8 @@
 //!
 //! `PUT /accounts/{id}/deposit` (body: the amount) runs under the lock of its account, taken by the
 //! `LockLayer`. Its handler reads the balance, adds the amount, and writes the result through a
-//! *fenced* UPDATE carrying the lock's fencing token (from the `LockInfo` in the request's
-//! extensions):
+//! *fenced* UPDATE carrying the lock's fencing token (the handler's `LockInfo`
+//! argument):
 //!
 //! ```sql
 //! UPDATE accounts SET balance = $3, token = $1 WHERE id = $2 AND token < $1
@@ -37,7 +37,7 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{Request, StatusCode};
 use axum::routing::put;
-use axum::{Extension, Router};
+use axum::Router;
 use http_body_util::BodyExt;
 use tokio_postgres::{Client, NoTls};
 use tower::ServiceExt;
@@ -78,7 +78,7 @@ async fn read_balance(db: &Client, id: i64) -> Result<i64, Error> {
 async fn deposit(
     State(db): State<Arc<Client>>,
     Path(id): Path<i64>,
-    Extension(lock): Extension<LockInfo>,
+    lock: LockInfo,
     amount: String,
 ) -> Result<String, (StatusCode, String)> {
     let amount: i64 = amount

@@ -11,8 +11,9 @@
 //! # tower-lock
 //!
 //! Serialize work on a resource across every replica of a service: "only one request at a time may
-//! touch account 42". Locks live in Redis (or, for one process, in memory); one [`LockManager`] per
-//! process multiplexes ONE pub/sub connection and ONE lease-renewal task across every request.
+//! touch account 42". Locks live in Redis 7.0 or later (or, for one process, in memory); one
+//! [`LockManager`] per process multiplexes ONE pub/sub connection and ONE lease-renewal task across
+//! every request. The examples on this page need no feature: they run on the memory backend.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -82,14 +83,19 @@
 //! take tower layers. Their features add conveniences on top. The metrics feature records through
 //! the facade only; the application installs the exporter it wants.
 //!
-//! Redis Cluster is not supported yet; support is planned. Each lock's keys already share one hash
-//! tag, so they will land in one slot.
+//! # Where to go next
+//!
+//! The [`guide`] explains the rest, one concept per chapter: the [design](guide::design), the
+//! [guarantees](guide::guarantees) and what each rests on, [Redis](guide::redis) (Redis 7, data
+//! model, ACL, persistence, Sentinel, Cluster), [operations](guide::operations) (shutdown,
+//! outages, metrics), the [direct API](guide::direct_api) and the [chaos run](guide::chaos).
 
 #[cfg(feature = "actix")]
 pub mod actix;
 #[cfg(feature = "axum")]
 pub mod axum;
 mod backend;
+pub mod guide;
 mod background;
 mod error;
 mod ids;
@@ -119,11 +125,11 @@ pub use request::{
     HeldLocks, OnLeaseLost, RejectReason, Rejection, RequestOptions, UnlockedCounter,
 };
 
-/// The README's examples, compiled and run as doctests.
+/// The README's examples, compiled (and, where they do not serve, run) as doctests.
 ///
-/// Two of them use the `tls` and `actix` features. The README shows plain code without hidden
-/// lines, so it cannot turn those off itself: it is tested with both features on, as the test
-/// command does (`--all-features`).
-#[cfg(all(doctest, feature = "tls", feature = "actix"))]
+/// Its quick starts use the `axum`, `tonic` and `actix` features. The README shows plain code
+/// without hidden lines, so it cannot turn those off itself: it is tested with the three on, as
+/// the test command does (`--all-features`).
+#[cfg(all(doctest, feature = "axum", feature = "tonic", feature = "actix"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

@@ -23,6 +23,7 @@ impl<K> LockMiddleware<K> {
 
     /// Take the mode and the lease from `opts`, and its wait timeout if it sets one (without one
     /// the default of 10 s stays): see [`RequestOptions::lock`].
+    /// [`read_methods`](Self::read_methods), set before or after, overrides its mode.
     pub fn options(self, opts: LockOptions) -> Self {
         self.with_options(|options| options.lock(opts))
     }
@@ -34,7 +35,8 @@ impl<K> LockMiddleware<K> {
     }
 
     /// Read holds for requests of `methods`, write holds for the others, of one read/write lock
-    /// per key: see [`RequestOptions::read_methods`].
+    /// per key: see [`RequestOptions::read_methods`]. It overrides the mode of
+    /// [`options`](Self::options) and [`mode`](Self::mode), whichever order they are called in.
     pub fn read_methods<I, S>(self, methods: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -94,7 +96,8 @@ impl<K> LockMiddleware<K> {
         self.with_options(|options| options.retry_after(after))
     }
 
-    /// The lock options each acquisition uses (mode and lease; the wait is the middleware's).
+    /// The mode and lease each acquisition starts from (the wait is the middleware's own): see
+    /// [`RequestOptions::lock_options`].
     pub fn lock_options(&self) -> LockOptions {
         self.policy.options.lock_options()
     }

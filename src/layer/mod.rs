@@ -29,7 +29,15 @@
 //! The handler finds in the request's extensions the [`LockOwner`] of the request (acquire through
 //! it to re-enter the same locks; nested lock layers reuse it too), a [`LockInfo`] for the lock (key,
 //! fencing token, lost signal; the first lock when there are several) and [`HeldLocks`], every lock
-//! held for the request by every lock layer so far.
+//! held for the request by every lock layer so far. One way to read the lock per stack:
+//!
+//! | stack | in the handler |
+//! |---|---|
+//! | axum (feature `axum`) | a `lock: LockInfo` argument (see `tower_lock::axum`) |
+//! | tonic, any tower service | `request.extensions().get::<LockInfo>()`, as below |
+//! | actix-web (feature `actix`) | a `lock: web::ReqData<LockInfo>` argument |
+//!
+//! The example below needs no feature.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]

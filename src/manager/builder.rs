@@ -18,6 +18,7 @@ pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// Configures a [`LockManager`]. Without a backend named, [`build`](Self::build) makes a memory manager.
+/// Every Redis backend (server, Sentinel, Cluster, quorum) needs Redis 7.0 or later.
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), tower_lock::LockError> {
@@ -148,7 +149,8 @@ impl LockManagerBuilder {
 
     /// Keep locks in the Redis server at `url`: `redis://[user:password@]host:port[/db]`, or
     /// `rediss://…` for TLS (feature `tls`; add `#insecure` to accept a self-signed certificate).
-    /// An invalid URL fails at [`build`](Self::build) with [`LockError::Config`].
+    /// An invalid URL fails at [`build`](Self::build) with [`LockError::Config`]. Needs Redis
+    /// 7.0 or later ([guide](crate::guide::redis#version)).
     #[cfg(feature = "redis")]
     pub fn redis(mut self, url: impl Into<String>) -> Self {
         self.target = Target::Redis(redis::Endpoint::Url(url.into()));
@@ -203,8 +205,8 @@ impl LockManagerBuilder {
     /// credentials and database of the first Sentinel URL.
     ///
     /// Replication is asynchronous: a failover to a replica that had not received the latest
-    /// grants forgets them, as a restart without persistence would (see the README, "Redis
-    /// requirements"). Every holder whose lock was forgotten learns it at its next renewal.
+    /// grants forgets them, as a restart without persistence would (see
+    /// [the failover window](crate::guide::redis#the-failover-window)). Every holder whose lock was forgotten learns it at its next renewal.
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), tower_lock::LockError> {
@@ -236,7 +238,7 @@ impl LockManagerBuilder {
     /// sharded pub/sub (`SSUBSCRIBE`, Redis 7) on that shard only: no broadcast to every node.
     ///
     /// Replication is asynchronous: a failover to a replica that had not received the latest
-    /// grants forgets them (see the README, "Redis Cluster"). Every holder whose lock was
+    /// grants forgets them (see [the failover window](crate::guide::redis#the-failover-window)). Every holder whose lock was
     /// forgotten learns it at its next renewal.
     ///
     /// ```no_run

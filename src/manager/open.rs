@@ -34,6 +34,9 @@ impl LockManager {
 
     /// A manager on one Redis server: a command pool, one inbox connection, one watchdog.
     /// Fails when the URL is invalid or the server cannot be reached.
+    ///
+    /// Needs Redis 7.0 or later: renewals use `PEXPIRE ... GT` and the inbox RESP3 pushes (see
+    /// [the guide](crate::guide::redis#version)). The same holds for every Redis manager.
     #[cfg(feature = "redis")]
     pub async fn redis(url: &str) -> Result<LockManager, LockError> {
         Self::builder().redis(url).build().await
@@ -87,7 +90,7 @@ impl LockManager {
     /// clock runs ahead by more than a round trip can make the next token smaller. A storage that
     /// rejects older tokens then rejects the new holder (no corruption, but no progress). Where
     /// tokens must increase whatever the clocks do, use one Redis server and its fencing tokens
-    /// instead (see the README, "Quorum locks (RedLock)").
+    /// instead (see [the guide](crate::guide::guarantees#quorum-or-one-server)).
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), tower_lock::LockError> {

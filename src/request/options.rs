@@ -45,9 +45,18 @@ pub(crate) enum Wait {
 /// mode and lease of its locks, how long it waits for them, how many requests may wait, what a lost
 /// lease does, how long the locks are kept, and the `Retry-After` of its rejections.
 ///
-/// Both web stacks take the same options, so one value can configure either: pass it whole with
-/// `request_options`, or set each option on the layer or middleware, whose builder methods of the
-/// same names delegate here. Clones share the waiter count of [`max_waiters`](Self::max_waiters).
+/// Both web stacks take the same options, so one value can configure either. Four names meet
+/// here:
+///
+/// | name | where | what it does |
+/// |---|---|---|
+/// | `request_options(RequestOptions)` | layer, middleware | replaces every option with these |
+/// | `options(LockOptions)` | layer, middleware | [`RequestOptions::lock`]: mode, lease and (if set) wait of a [`LockOptions`] |
+/// | [`lock`](Self::lock) | here | the same, on a `RequestOptions` value |
+/// | `lock_options()` | here, layer, middleware | reads back the mode and lease each acquisition starts from |
+///
+/// The other builder methods of the layer and middleware have the names of the methods here and
+/// delegate to them. Clones share the waiter count of [`max_waiters`](Self::max_waiters).
 ///
 /// ```
 /// use std::time::Duration;
@@ -130,7 +139,9 @@ impl RequestOptions {
     /// Take the mode and the lease from `opts`, and its wait timeout if it sets one.
     ///
     /// A request never waits forever by accident: without a timeout in `opts` the default of
-    /// 10 s stays; call [`wait_forever`](Self::wait_forever) to mean it.
+    /// 10 s stays; call [`wait_forever`](Self::wait_forever) to mean it. With
+    /// [`read_methods`](Self::read_methods) set, before or after, the mode of `opts` is not used:
+    /// each request takes a read or a write hold by its method.
     pub fn lock(mut self, opts: LockOptions) -> Self {
         if let Some(timeout) = opts.wait_timeout_value() {
             self.wait = Wait::For(timeout);
@@ -147,6 +158,7 @@ impl RequestOptions {
     /// exclusive lock serves no more requests, and its slowest requests wait longer (the figures
     /// are in BENCHMARKS.md). Exclusive and fair requests share one lock, so a job taking a key
     /// with the direct API's default (exclusive) and a layer taking it fairly exclude each other.
+    /// [`read_methods`](Self::read_methods), set before or after, overrides this mode.
     pub fn mode(mut self, mode: Mode) -> Self {
         self.lock = self.lock.mode(mode);
         self.mode_chosen = true;
@@ -158,7 +170,9 @@ impl RequestOptions {
     ///
     /// Each key is then one fair read/write lock: reads of a resource run together, a write runs
     /// alone, and a write is never starved by a stream of reads (FIFO across both). This sets the
-    /// mode of each request: it overrides [`mode`](Self::mode). Methods compare case-insensitively.
+    /// mode of each request: it overrides [`mode`](Self::mode) and the mode of
+    /// [`lock`](Self::lock) (the layer's `options`), whichever order they are called in; their
+    /// lease and wait still apply. Methods compare case-insensitively.
     ///
     /// ```
     /// use tower_lock::{key, LockLayer, LockManager};
@@ -260,7 +274,9 @@ impl RequestOptions {
         self
     }
 
-    /// The lock options each acquisition uses (mode and lease; the wait is the layer's).
+    /// The lock options each acquisition starts from: the mode and lease. The wait is kept
+    /// apart (see [`wait_timeout`](Self::wait_timeout)); with [`read_methods`](Self::read_methods)
+    /// each request's mode is read or write by its method instead of the mode returned here.
     pub fn lock_options(&self) -> LockOptions {
         self.lock
     }

@@ -2,8 +2,8 @@
 //! settled by the link's reader, or a timeout by the same reader once the command timeout has
 //! passed (the connection is then marked broken, as a caller's timer would mark it). Sent
 //! through the background task instead, each release woke that task twice (once for the
-//! release, once for its answer), often across threads (BENCHMARKS.md, "A release without a
-//! task"). The rare rest of a release (grants for waiters of this process, a plain lock a
+//! release, once for its answer), often across threads (BENCHMARKS.md, "Through
+//! HTTP"). The rare rest of a release (grants for waiters of this process, a plain lock a
 //! re-entry made a hash, a script the server lost) goes to the background task.
 
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //!
 //! A `Cmd` keeps its words in buffers of its own, and sending it writes them all again: on the
 //! uncontended request, building and writing the plain path's four commands and the release's
-//! script call cost the client more than Redis's answers (BENCHMARKS.md, "Commands written once").
+//! script call cost the client more than Redis's answers (BENCHMARKS.md, "Uncontended acquire + release").
 
 use std::io;
 

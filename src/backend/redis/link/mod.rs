@@ -10,7 +10,7 @@
 //! redis-rs's multiplexed connection sends every command through its driver task and reads every
 //! answer with a general parser: on the uncontended cycle, whose four plain-path commands answer
 //! four values, that task cost the client about twice rslock's whole connection work
-//! (BENCHMARKS.md, "The command link"). TLS and Unix sockets keep redis-rs's connection
+//! (BENCHMARKS.md, "Uncontended acquire + release"). TLS and Unix sockets keep redis-rs's connection
 //! (`command_conn.rs`).
 
 use std::collections::VecDeque;

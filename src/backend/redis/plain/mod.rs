@@ -3,8 +3,8 @@
 //! the fencing counter, the server's clock and whether fair requests queue (and, for a fair
 //! request, whether managers wait in exclusive mode); the token is worked out here as the
 //! scripts' `next_token` does. Redis runs no Lua for it, and the release of such a lock is a
-//! short script: together they cost Redis about half the scripted cycle (BENCHMARKS.md, "The
-//! plain path").
+//! short script: together they cost Redis about half the scripted cycle (BENCHMARKS.md, "Uncontended
+//! acquire + release").
 //!
 //! No re-entry may miss a plain lock's holds. A cohort's leader takes it in exclusive mode: its
 //! owner id is made for the one hold. In fair mode, a request whose owner held nothing of the
