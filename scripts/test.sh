@@ -13,6 +13,10 @@
 # The dependency build: scripts/check-features.sh checks the library alone (default features, none,
 # each feature alone) without the dev-dependencies, as a project that depends on it builds it.
 #
+# The docs: scripts/check-docs.py checks that every relative link and anchor of the Markdown files
+# resolves and that README.md (250 lines) and BENCHMARKS.md (400) stay within their lengths; then
+# `cargo doc` with -D warnings fails on a broken intra-doc link. The README's code runs as doctests.
+#
 # Redis: installs redis-server with apt-get when it is missing. Tests start their own servers on
 # free loopback ports; nothing depends on a Redis at 6379. The TLS tests (feature `tls`) make their
 # certificates with the openssl command, installed with apt-get when it is missing.
@@ -189,6 +193,8 @@ main() {
         require_machete
         cargo machete
         bash scripts/check-features.sh
+        python3 scripts/check-docs.py
+        RUSTDOCFLAGS="-D warnings" cargo doc --all-features --no-deps --locked
         cargo test --all-features --locked
     fi
 }
