@@ -95,9 +95,9 @@ pub mod actix;
 #[cfg(feature = "axum")]
 pub mod axum;
 mod backend;
-pub mod guide;
 mod background;
 mod error;
+pub mod guide;
 mod ids;
 pub mod key;
 pub mod layer;
