@@ -17,11 +17,20 @@ pub(super) fn mixed_modes(mode: Mode, held: Mode) -> String {
         );
     }
     format!(
-        "a {} request on a lock held or waited for in {} mode: one lock takes one family of \
+        "{} request on a lock held or waited for in {} mode: one lock takes one family of \
          modes (exclusive and fair, read/write, semaphore)",
-        mode.name(),
+        with_article(mode.name()),
         family_name(held)
     )
+}
+
+/// `word` after "a" or "an", as it sounds: "an exclusive", "a fair".
+fn with_article(word: &str) -> String {
+    // a vowel letter that sounds as one ("a user" and "a one" do not)
+    let vowel = word.starts_with(['a', 'e', 'i', 'o', 'u'])
+        && !["use", "uni", "one"].iter().any(|p| word.starts_with(p));
+    let article = if vowel { "an" } else { "a" };
+    format!("{article} {word}")
 }
 
 /// The name of the family of `mode`, as errors give it.
@@ -30,5 +39,27 @@ fn family_name(mode: Mode) -> &'static str {
         Mode::Exclusive | Mode::Fair => "exclusive and fair",
         Mode::Read | Mode::Write => "read/write",
         other => other.name(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{mixed_modes, with_article};
+    use crate::options::Mode;
+
+    #[test]
+    fn refusals_take_the_article_their_mode_sounds_with() {
+        let exclusive = mixed_modes(Mode::Exclusive, Mode::Semaphore(2));
+        assert!(
+            exclusive.starts_with("an exclusive request "),
+            "{exclusive}"
+        );
+        let read = mixed_modes(Mode::Read, Mode::Semaphore(2));
+        assert!(read.starts_with("a read request "), "{read}");
+        let semaphore = mixed_modes(Mode::Semaphore(2), Mode::Exclusive);
+        assert!(semaphore.starts_with("a semaphore request "), "{semaphore}");
+        assert_eq!(with_article("fair"), "a fair");
+        assert_eq!(with_article("user"), "a user");
+        assert_eq!(with_article("owner"), "an owner");
     }
 }

@@ -19,6 +19,7 @@ mod frozen_server;
 mod hand_over;
 mod lease_deadlines;
 mod link;
+mod messages;
 mod names;
 mod plain;
 mod redis_faults;

@@ -35,8 +35,9 @@ pub(crate) async fn connect(
         })
         .collect::<Result<Vec<Server>, _>>()?;
     let subscriptions = join_all(servers.iter().map(|s| s.inbox.subscribe())).await;
-    let subscriptions: Vec<_> = (servers.iter().zip(subscriptions))
-        .map(|(server, s)| s.map_err(|err| format!("{}: {err}", server.name)))
+    // each error names its master
+    let subscriptions: Vec<_> = (subscriptions.into_iter())
+        .map(|s| s.map_err(|err| err.to_string()))
         .collect();
     require_majority(&subscriptions)?;
     let mut subscriptions = subscriptions;

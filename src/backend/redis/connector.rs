@@ -54,8 +54,16 @@ impl Tracked {
 }
 
 impl Connector {
-    /// Open a connection, name it, and load every script on it.
+    /// Open a connection, name it, and load every script on it. A failure names the server (and
+    /// what answered there, if not Redis).
     async fn open(&self) -> Result<Tracked, RedisError> {
+        match self.open_named().await {
+            Ok(tracked) => Ok(tracked),
+            Err(err) => Err(super::diagnose::explain(err, &self.server, self.timeout).await),
+        }
+    }
+
+    async fn open_named(&self) -> Result<Tracked, RedisError> {
         let mut conn = CommandConn::open(self.server.current().await?, self.timeout).await?;
         // Load every script in one round trip: a fresh connection often means a fresh server (a
         // restart empties the script cache), and NOSCRIPT would cost each script's first call two

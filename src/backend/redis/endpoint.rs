@@ -32,13 +32,46 @@ impl Endpoint {
     }
 }
 
-/// Why `url` is not usable. Never repeats the URL: it may carry a password.
+/// The form of a Redis URL, for the errors that show a URL which does not parse.
+const EXPECTED_FORM: &str =
+    "redis://[user:password@]host:port[/db] (rediss:// for TLS, redis+unix:///path for a socket)";
+
+/// Why `url` is not usable: the URL with its password masked, what is wrong, and the form expected.
 fn url_error(url: &str, err: &redis::RedisError) -> LockError {
     let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
     if matches!(scheme, "rediss" | "valkeys") && cfg!(not(feature = "tls")) {
         return tls_disabled();
     }
-    LockError::Config(format!("invalid Redis URL: {err}"))
+    let why = match err.detail() {
+        Some(detail) => detail.to_owned(),
+        // redis-rs says "what - Kind": the kind adds nothing for a user
+        None => (err.to_string().split(" - ").next()).map_or_else(String::new, str::to_owned),
+    };
+    LockError::Config(format!(
+        "invalid Redis URL {:?}: {why}; expected {EXPECTED_FORM}",
+        masked(url)
+    ))
+}
+
+/// `url` with the password of its user part (`user:password@`) replaced by `***`.
+pub(crate) fn masked(url: &str) -> String {
+    let start = url.find("://").map_or(0, |at| at + 3);
+    let rest = &url[start..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    // the last `@` of the authority: a password may hold an unescaped `@`
+    let Some(at) = rest[..authority_end].rfind('@').or_else(|| rest.rfind('@')) else {
+        return url.to_owned();
+    };
+    let user_part = &rest[..at];
+    let user = user_part
+        .split_once(':')
+        .map_or(user_part, |(user, _)| user);
+    let hidden = if user_part.contains(':') {
+        format!("{user}:***")
+    } else {
+        user.to_owned()
+    };
+    format!("{}{hidden}{}", &url[..start], &rest[at..])
 }
 
 fn tls_disabled() -> LockError {
@@ -83,6 +116,21 @@ mod tests {
                 matches!(&err, LockError::Config(m) if m.contains("feature `tls`")),
                 "{err:?}"
             );
+        }
+    }
+
+    #[test]
+    fn masking_hides_the_password_only() {
+        let cases = [
+            ("redis://u:secret@h:6379/0", "redis://u:***@h:6379/0"),
+            ("redis://:secret@h:6379", "redis://:***@h:6379"),
+            ("redis://u@h:6379", "redis://u@h:6379"),
+            ("redis://h:6379", "redis://h:6379"),
+            ("redis://u:se@cret@h:6379/0", "redis://u:***@h:6379/0"),
+            ("u:secret@h:6379", "u:***@h:6379"),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(super::masked(url), shown, "{url}");
         }
     }
 

@@ -160,11 +160,14 @@ impl Inbox {
                 "timed out subscribing the lock inbox",
             ))),
         };
-        if outcome.is_err() {
-            // A failed attempt may have subscribed before it failed: it delivers nothing.
-            attempt.store(false, Ordering::SeqCst);
+        match outcome {
+            Ok(sub) => Ok(sub),
+            Err(err) => {
+                // A failed attempt may have subscribed before it failed: it delivers nothing.
+                attempt.store(false, Ordering::SeqCst);
+                Err(super::diagnose::explain(err, &self.server, self.timeout).await)
+            }
         }
-        outcome
     }
 
     /// Keep the subscription alive until `shutdown` fires (or its sender is dropped); messages are

@@ -15,6 +15,7 @@ mod command_conn;
 mod connect;
 mod connector;
 mod detached;
+mod diagnose;
 mod endpoint;
 mod fair;
 mod handover;
