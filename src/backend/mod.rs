@@ -5,6 +5,7 @@ mod calls;
 pub(crate) mod memory;
 #[cfg(feature = "redis")]
 pub(crate) mod quorum;
+mod ready;
 #[cfg(feature = "redis")]
 pub(crate) mod redis;
 
@@ -24,6 +25,9 @@ pub(crate) use calls::{
     drift, jitter, owner_of, shared_family, shared_kind, shared_kind_of, AcquireRequest, Attempt,
     LockParty, Released, ToRelease, TOKEN_BLOCK,
 };
+pub(crate) use ready::Readiness;
+#[cfg(feature = "redis")]
+pub(crate) use ready::ServerCheck;
 
 /// What a backend's connections share with the manager they serve: its id, its local waiters (the
 /// inbox wakes them), where work finishes in the background, and the signal that a connection came
@@ -34,6 +38,8 @@ pub(crate) struct Wiring {
     pub(crate) waiters: Arc<WaitRegistry>,
     pub(crate) background: Background,
     pub(crate) reconnected: Arc<Notify>,
+    /// The servers a readiness probe asks.
+    pub(crate) ready: Arc<Readiness>,
 }
 
 impl Wiring {
@@ -45,6 +51,7 @@ impl Wiring {
             waiters: Arc::default(),
             background,
             reconnected: Arc::default(),
+            ready: Arc::default(),
         };
         (wiring, queue)
     }

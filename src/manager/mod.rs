@@ -13,6 +13,7 @@ mod live;
 mod open;
 mod outage;
 mod owner;
+mod ping;
 mod read_group;
 mod read_group_requests;
 mod record;
@@ -41,7 +42,7 @@ use read_group::ReadGroups;
 use turns::Turns;
 use watchdog_task::WatchdogTask;
 
-use crate::backend::{Backend, InboxStop, Wiring};
+use crate::backend::{Backend, InboxStop, Readiness, Wiring};
 use crate::background::{Background, BackgroundQueue};
 use crate::error::LockError;
 use crate::options::{LockOptions, Mode};
@@ -125,6 +126,8 @@ pub(crate) struct Shared {
     cohorts: Arc<Cohorts>,
     /// The read requests of this process, by lock, sharing read holds of the backend.
     read_groups: Arc<ReadGroups>,
+    /// The servers a readiness probe asks.
+    ready: Arc<Readiness>,
 }
 
 impl Shared {
@@ -152,6 +155,7 @@ impl Shared {
             stopped,
         };
         Shared {
+            ready: wiring.ready,
             backend,
             waiters: wiring.waiters,
             leases,

@@ -21,6 +21,7 @@ mod lease_deadlines;
 mod link;
 mod messages;
 mod names;
+mod ping;
 mod plain;
 mod redis_faults;
 mod reentry;

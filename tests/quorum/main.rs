@@ -7,4 +7,5 @@ mod support;
 mod faults;
 mod layer;
 mod locks;
+mod ping;
 mod tokens;

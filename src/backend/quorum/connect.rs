@@ -53,6 +53,8 @@ pub(crate) async fn connect(
         node_timeout,
         wiring.background.clone(),
     );
+    // ready when a lock can be taken: a majority of the masters answer
+    wiring.ready.majority_suffices();
     let mut stop = InboxStop::default();
     for (server, subscription) in servers.into_iter().zip(subscriptions) {
         spawn_inbox(server, subscription.ok(), wiring, stop.add());

@@ -63,6 +63,11 @@ impl RedisBackend {
             plain: Default::default(),
         });
         inbox.pass_unclaimed_to(pass_on(backend.clone(), wiring));
+        wiring.ready.add(crate::backend::ServerCheck {
+            name: "the Redis Cluster".to_owned(),
+            backend: backend.clone(),
+            inbox: None,
+        });
         let mut stop = InboxStop::default();
         let stopped = stop.add();
         tokio::spawn(async move {

@@ -263,3 +263,10 @@ async fn follow_moved_slots(
         inbox.resubscribe(slots).await;
     }
 }
+
+impl ClusterInbox {
+    /// Whether every master answers a PING on the inbox's connection now (readiness).
+    pub(crate) async fn ping_masters(&self) -> Result<(), redis::RedisError> {
+        super::ping::ping_masters(self.conn.clone()).await
+    }
+}

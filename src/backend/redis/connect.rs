@@ -8,7 +8,7 @@ use super::locator::Locator;
 use super::{
     CommandPool, Connector, Inbox, KeySpace, RedisBackend, RedisPool, Subscription, Unclaimed,
 };
-use crate::backend::{shared_kind, InboxStop, Wiring};
+use crate::backend::{shared_kind, InboxStop, ServerCheck, Wiring};
 use crate::error::LockError;
 use crate::waiters::Departure;
 
@@ -110,6 +110,11 @@ pub(crate) fn spawn_inbox(
     wiring: &Wiring,
     stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
+    wiring.ready.add(ServerCheck {
+        name: server.name.clone(),
+        backend: server.backend.clone(),
+        inbox: Some(server.inbox.line()),
+    });
     let unclaimed = pass_on(server.backend, wiring);
     let reconnected = wiring.reconnected.clone();
     tokio::spawn(

@@ -74,6 +74,8 @@ pub(crate) struct Inbox {
     postman: Arc<Postman>,
     /// The server is the manager's whole backend: a PING it leaves unanswered ends every wait.
     whole: bool,
+    /// The live subscription's connection, for readiness probes.
+    line: InboxLine,
 }
 
 impl std::fmt::Debug for Inbox {
@@ -104,7 +106,16 @@ impl Inbox {
                 waiters,
                 unclaimed: OnceLock::new(),
             }),
+            line: InboxLine {
+                conn: Arc::default(),
+                timeout,
+            },
         })
+    }
+
+    /// The connection of this inbox's live subscription, for readiness probes.
+    pub(crate) fn line(&self) -> InboxLine {
+        self.line.clone()
     }
 
     /// A client for the server (as it is now), speaking RESP3 so that messages come as pushes.
@@ -147,6 +158,7 @@ impl Inbox {
             name.arg("SETNAME").arg(&self.name);
             name.exec_async(&mut conn).await?;
             conn.subscribe(&self.channel).await?;
+            self.line.set(Some(conn.clone()));
             Ok(Subscription {
                 conn,
                 dropped,
@@ -183,6 +195,8 @@ impl Inbox {
         mut shutdown: oneshot::Receiver<()>,
     ) {
         let _ = self.postman.unclaimed.set(Box::new(unclaimed));
+        // a stopped inbox keeps no connection open through its line
+        let _forget = Forget(self.line.clone());
         let waiters = self.postman.waiters.clone();
         let mut sub = match sub {
             Some(sub) => sub,
@@ -221,6 +235,7 @@ impl Inbox {
             if !lost {
                 continue;
             }
+            self.line.set(None);
             tracing::warn!(channel = %self.channel, "lock inbox disconnected; reconnecting");
             // Every waiter re-checks now: if Redis is gone they fail fast with an error instead
             // of sleeping out the holder's lease.
@@ -297,6 +312,44 @@ fn next_backoff(backoff: Duration, err: &RedisError) -> Duration {
         return MIN_BACKOFF;
     }
     (backoff * 2).min(MAX_BACKOFF)
+}
+
+/// The connection of an inbox's live subscription (none while it reconnects), which a readiness
+/// probe PINGs.
+#[derive(Clone)]
+pub(crate) struct InboxLine {
+    conn: Arc<std::sync::Mutex<Option<MultiplexedConnection>>>,
+    timeout: Duration,
+}
+
+impl InboxLine {
+    fn set(&self, conn: Option<MultiplexedConnection>) {
+        *self.conn.lock().unwrap_or_else(|p| p.into_inner()) = conn;
+    }
+
+    /// Whether the subscription is live and its connection answers a PING within the command
+    /// timeout.
+    pub(crate) async fn ping(&self) -> Result<(), crate::error::BoxError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let Some(mut conn) = conn else {
+            return Err("disconnected, reconnecting".into());
+        };
+        let cmd = redis::cmd("PING");
+        let ping = cmd.query_async::<redis::Value>(&mut conn);
+        match tokio::time::timeout(self.timeout, ping).await {
+            Ok(answer) => answer.map(drop).map_err(Into::into),
+            Err(_) => Err(format!("no answer to PING within {:?}", self.timeout).into()),
+        }
+    }
+}
+
+/// Empties an inbox's line when the inbox stops.
+struct Forget(InboxLine);
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        self.0.set(None);
+    }
 }
 
 /// Whether a `ROLE` reply says master.
