@@ -3,6 +3,7 @@
 
 mod calls;
 pub(crate) mod memory;
+mod outage_log;
 #[cfg(feature = "redis")]
 pub(crate) mod quorum;
 mod ready;
@@ -25,6 +26,7 @@ pub(crate) use calls::{
     drift, jitter, owner_of, shared_family, shared_kind, shared_kind_of, AcquireRequest, Attempt,
     LockParty, Released, ToRelease, TOKEN_BLOCK,
 };
+pub(crate) use outage_log::OutageLog;
 pub(crate) use ready::Readiness;
 #[cfg(feature = "redis")]
 pub(crate) use ready::ServerCheck;
@@ -40,6 +42,8 @@ pub(crate) struct Wiring {
     pub(crate) reconnected: Arc<Notify>,
     /// The servers a readiness probe asks.
     pub(crate) ready: Arc<Readiness>,
+    /// Where the inboxes and the requests report an outage (logged once).
+    pub(crate) outages: Arc<OutageLog>,
 }
 
 impl Wiring {
@@ -52,6 +56,7 @@ impl Wiring {
             background,
             reconnected: Arc::default(),
             ready: Arc::default(),
+            outages: Arc::default(),
         };
         (wiring, queue)
     }

@@ -171,7 +171,7 @@ impl Shared {
             closing: Closing::default(),
             live: LiveHolds::default(),
             turns: Arc::default(),
-            outage: Outage::default(),
+            outage: Outage::new(wiring.outages.clone()),
             cohorts: Arc::new(Cohorts::new(timing.handoffs)),
             read_groups: Arc::new(ReadGroups::new(timing.handoffs)),
         }

@@ -1,26 +1,36 @@
-//! Whether the backend is known unreachable: the first failure of an outage is logged at WARN, the
-//! rest at DEBUG until the backend answers again (one line per outage, not one per request).
+//! Whether the manager's requests find the backend unreachable: reported to the manager's outage
+//! log (one WARN line per outage, shared with the inboxes), and asked by a cohort's waiters.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
+use crate::backend::OutageLog;
 use crate::error::LockError;
 
 /// The backend's reachability as the manager's attempts last found it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Outage {
     down: AtomicBool,
+    log: Arc<OutageLog>,
 }
 
+/// The part of the manager that reports here, in the log.
+const REQUESTS: &str = "requests";
+
 impl Outage {
-    /// An attempt on `key` could not reach the backend (`err` says why).
+    pub(crate) fn new(log: Arc<OutageLog>) -> Self {
+        Outage {
+            down: AtomicBool::new(false),
+            log,
+        }
+    }
+
+    /// An attempt could not reach the backend (`err` says why).
     pub(crate) fn failed(&self, err: &LockError) {
         if self.down.swap(true, Ordering::Relaxed) {
-            tracing::debug!(error = %err, "lock backend still unreachable");
+            self.log.retry_failed(REQUESTS, err);
         } else {
-            tracing::warn!(
-                error = %err,
-                "lock backend unreachable; further failures are logged at DEBUG until it answers"
-            );
+            self.log.lost(REQUESTS, err);
         }
     }
 
@@ -29,11 +39,11 @@ impl Outage {
         self.down.load(Ordering::Relaxed)
     }
 
-    /// An attempt was answered.
+    /// An attempt was answered: the backend as a whole answers.
     pub(crate) fn answered(&self) {
         // a load first: the usual case (no outage) writes nothing shared
         if self.down.load(Ordering::Relaxed) && self.down.swap(false, Ordering::Relaxed) {
-            tracing::info!("lock backend answers again");
+            self.log.back(REQUESTS, true);
         }
     }
 }

@@ -20,6 +20,7 @@ mod lease_table;
 mod mixed_modes;
 mod one_exclusion;
 mod outage;
+mod outage_log;
 mod plain_retire;
 mod quorum_holds;
 mod read_flood;

@@ -86,6 +86,7 @@ pub(crate) fn open_server(
         (settings.command_timeout, whole),
         name,
         wiring.waiters.clone(),
+        wiring.outages.clone(),
     )?;
     let id = wiring.manager_id.clone();
     let waiters = wiring.waiters.clone();

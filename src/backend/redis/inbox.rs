@@ -19,7 +19,7 @@ use super::locator::Locator;
 use tokio::sync::{oneshot, Notify};
 
 use super::postman::{Postman, Unclaimed};
-use crate::backend::jitter;
+use crate::backend::{jitter, OutageLog};
 use crate::error::LockError;
 use crate::waiters::WaitRegistry;
 
@@ -76,6 +76,8 @@ pub(crate) struct Inbox {
     whole: bool,
     /// The live subscription's connection, for readiness probes.
     line: InboxLine,
+    /// Where an outage is logged (once for the manager).
+    outages: Arc<OutageLog>,
 }
 
 impl std::fmt::Debug for Inbox {
@@ -95,6 +97,7 @@ impl Inbox {
         (timeout, whole): (Duration, bool),
         name: String,
         waiters: Arc<WaitRegistry>,
+        outages: Arc<OutageLog>,
     ) -> Result<Self, LockError> {
         Ok(Inbox {
             server,
@@ -110,6 +113,7 @@ impl Inbox {
                 conn: Arc::default(),
                 timeout,
             },
+            outages,
         })
     }
 
@@ -201,6 +205,7 @@ impl Inbox {
         let mut sub = match sub {
             Some(sub) => sub,
             None => {
+                self.outages.lost(&self.part(), &"not subscribed at start");
                 let sub = tokio::select! {
                     _ = &mut shutdown => return,
                     s = self.reconnect() => s,
@@ -236,7 +241,10 @@ impl Inbox {
                 continue;
             }
             self.line.set(None);
-            tracing::warn!(channel = %self.channel, "lock inbox disconnected; reconnecting");
+            self.outages.lost(
+                &self.part(),
+                &"the inbox's connection dropped; reconnecting",
+            );
             // Every waiter re-checks now: if Redis is gone they fail fast with an error instead
             // of sleeping out the holder's lease.
             waiters.wake_all();
@@ -282,6 +290,11 @@ impl Inbox {
         }
     }
 
+    /// This inbox, as the outage log names it.
+    fn part(&self) -> String {
+        format!("inbox of {}", self.server.describe())
+    }
+
     async fn reconnect(&self) -> Subscription {
         let mut backoff = MIN_BACKOFF;
         loop {
@@ -289,12 +302,13 @@ impl Inbox {
             tokio::time::sleep(backoff + jitter(backoff / 2)).await;
             match self.subscribe().await {
                 Ok(sub) => {
-                    tracing::info!(channel = %self.channel, "lock inbox reconnected");
+                    tracing::debug!(channel = %self.channel, "lock inbox reconnected");
+                    self.outages.back(&self.part(), false);
                     crate::telemetry::inbox_reconnected();
                     return sub;
                 }
                 Err(err) => {
-                    tracing::warn!(channel = %self.channel, error = %err, "lock inbox reconnect failed");
+                    self.outages.retry_failed(&self.part(), &err);
                     backoff = next_backoff(backoff, &err);
                 }
             }
