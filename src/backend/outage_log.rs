@@ -1,4 +1,4 @@
-//! The log of a manager's outages: one WARN line when the first of its connections finds the
+//! The log of a manager's outages: one WARN line when the first of its parts finds the
 //! backend unreachable, DEBUG lines while it stays so (other connections failing, reconnect
 //! attempts, failed requests), and one INFO line when it answers again. The inboxes and the
 //! manager's requests report here, so that a Redis restart is one WARN line, not one per
@@ -23,14 +23,27 @@ struct Down {
 }
 
 impl OutageLog {
-    /// `part` found the backend unreachable (`err` says why): WARN if that begins an outage,
-    /// else DEBUG.
+    /// The connection `part` (an inbox) lost the backend (`err` says why): WARN if that begins
+    /// an outage, else DEBUG. The outage lasts at least until `part` is [`back`](Self::back): a
+    /// connection keeps trying until it is.
     pub(crate) fn lost(&self, part: &str, err: &dyn Display) {
-        let mut down = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut down = self.lock();
         if !down.parts.iter().any(|p| p == part) {
             down.parts.push(part.to_owned());
         }
+        Self::begin(down, part, err);
+    }
+
+    /// `part`, which tries again only when it has work (requests, the watchdog's rounds), could
+    /// not reach the backend: WARN if that begins an outage, else DEBUG. Its next success ends
+    /// the outage ([`answered`](Self::answered)); so does the last connection that comes back.
+    pub(crate) fn failed(&self, part: &str, err: &dyn Display) {
+        Self::begin(self.lock(), part, err);
+    }
+
+    fn begin(mut down: std::sync::MutexGuard<'_, Down>, part: &str, err: &dyn Display) {
         if down.since.is_some() {
+            drop(down);
             tracing::debug!(part, error = %err, "lock backend still unreachable");
             return;
         }
@@ -49,20 +62,41 @@ impl OutageLog {
         tracing::debug!(part, error = %err, "lock backend still unreachable");
     }
 
-    /// `part` reached the backend again. The outage ends (one INFO line) when this was the last
-    /// part down, or when `whole` says the backend as a whole answers (a request succeeded).
-    pub(crate) fn back(&self, part: &str, whole: bool) {
-        let mut down = self.state.lock().unwrap_or_else(|p| p.into_inner());
+    /// The connection `part` reached the backend again: the outage ends (one INFO line) if no
+    /// other connection is still down.
+    pub(crate) fn back(&self, part: &str) {
+        let mut down = self.lock();
+        let before = down.parts.len();
         down.parts.retain(|p| p != part);
-        if whole {
-            down.parts.clear();
+        if down.parts.len() == before {
+            return;
         }
+        Self::end_if_whole(down, part);
+    }
+
+    /// `part` (requests, a watchdog round) was answered: the backend as a whole answers, and an
+    /// outage ends (one INFO line). Nothing is logged outside an outage.
+    pub(crate) fn answered(&self, part: &str) {
+        let mut down = self.lock();
+        if down.since.is_none() {
+            return;
+        }
+        down.parts.clear();
+        Self::end_if_whole(down, part);
+    }
+
+    fn end_if_whole(mut down: std::sync::MutexGuard<'_, Down>, part: &str) {
         let Some(since) = down.since.filter(|_| down.parts.is_empty()) else {
+            drop(down);
             tracing::debug!(part, "reached the lock backend again");
             return;
         };
         down.since = None;
         drop(down);
         tracing::info!(part, after = ?since.elapsed(), "lock backend answers again");
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Down> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

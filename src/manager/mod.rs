@@ -153,6 +153,7 @@ impl Shared {
             eviction: timing.eviction,
             recheck: wiring.reconnected.clone(),
             stopped,
+            outages: wiring.outages.clone(),
         };
         Shared {
             ready: wiring.ready,

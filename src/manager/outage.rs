@@ -30,7 +30,7 @@ impl Outage {
         if self.down.swap(true, Ordering::Relaxed) {
             self.log.retry_failed(REQUESTS, err);
         } else {
-            self.log.lost(REQUESTS, err);
+            self.log.failed(REQUESTS, err);
         }
     }
 
@@ -43,7 +43,7 @@ impl Outage {
     pub(crate) fn answered(&self) {
         // a load first: the usual case (no outage) writes nothing shared
         if self.down.load(Ordering::Relaxed) && self.down.swap(false, Ordering::Relaxed) {
-            self.log.back(REQUESTS, true);
+            self.log.answered(REQUESTS);
         }
     }
 }

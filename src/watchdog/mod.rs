@@ -16,13 +16,17 @@ use futures_util::future::{join_all, BoxFuture};
 use tokio::sync::{oneshot, Notify};
 use tokio::time::MissedTickBehavior;
 
-use crate::backend::{Backend, LockParty};
+use crate::backend::{Backend, LockParty, OutageLog};
 use crate::background::BackgroundQueue;
 use crate::waiters::WaitRegistry;
 use claims::extend_claims;
 pub(crate) use claims::Claims;
 pub(crate) use leases::Leases;
 pub(crate) use queued::Queued;
+
+/// The watchdog's rounds, as the outage log names them.
+const RENEWALS: &str = "lease renewals";
+const HEARTBEATS: &str = "waiter heartbeats";
 
 /// How often the watchdog task wakes at the least (see `Watchdog::run`).
 const HEARTBEAT: Duration = Duration::from_millis(500);
@@ -43,6 +47,8 @@ pub(crate) struct Watchdog {
     pub(crate) recheck: Arc<Notify>,
     /// Fires when the manager shuts down: the background work is finished, and the watchdog ends.
     pub(crate) stopped: oneshot::Receiver<()>,
+    /// Where a failed round is logged: at WARN only when it begins an outage.
+    pub(crate) outages: Arc<OutageLog>,
 }
 
 impl Watchdog {
@@ -94,13 +100,15 @@ impl Watchdog {
             self.backend.clone(),
             self.leases.clone(),
             self.lease,
+            self.outages.clone(),
         ))
     }
 
     /// Heartbeat every queued fair waiter.
     fn heartbeat_round(&self) -> BoxFuture<'static, ()> {
         let (backend, queued) = (self.backend.clone(), self.queued.clone());
-        Box::pin(heartbeat_all(backend, queued, self.waiters.clone()))
+        let (waiters, outages) = (self.waiters.clone(), self.outages.clone());
+        Box::pin(heartbeat_all(backend, queued, waiters, outages))
     }
 
     /// Extend every fresh fair grant's claim to its holder's lease.
@@ -165,7 +173,12 @@ impl Round {
 /// One heartbeat round: every queued fair waiter, in batches. A waiter found out of its queue (granted
 /// while its message was lost, or evicted while Redis was out of reach), or queued for a lock that is
 /// free (a grant to a frozen process ran out), is woken to re-check.
-async fn heartbeat_all(backend: Arc<Backend>, queued: Arc<Queued>, waiters: Arc<WaitRegistry>) {
+async fn heartbeat_all(
+    backend: Arc<Backend>,
+    queued: Arc<Queued>,
+    waiters: Arc<WaitRegistry>,
+    outages: Arc<OutageLog>,
+) {
     let all = queued.snapshot();
     let started = Instant::now();
     let batches = all.chunks(backend.renew_batch_size()).map(|batch| {
@@ -175,6 +188,7 @@ async fn heartbeat_all(backend: Arc<Backend>, queued: Arc<Queued>, waiters: Arc<
     for (batch, result) in join_all(batches).await {
         match result {
             Ok(alive) => {
+                outages.answered(HEARTBEATS);
                 for (waiter, waiting_behind_holder) in batch.iter().zip(alive) {
                     if waiting_behind_holder {
                         queued.confirm(waiter, started);
@@ -184,14 +198,20 @@ async fn heartbeat_all(backend: Arc<Backend>, queued: Arc<Queued>, waiters: Arc<
                 }
             }
             Err(err) => {
-                tracing::warn!(error = %err, waiters = batch.len(), "waiter heartbeat failed")
+                let err = format!("waiter heartbeat failed for {} waiters: {err}", batch.len());
+                outages.failed(HEARTBEATS, &err);
             }
         }
     }
 }
 
 /// One renewal round: every lease, in batches sent concurrently.
-async fn renew_all(backend: Arc<Backend>, leases: Arc<Leases>, lease: Duration) {
+async fn renew_all(
+    backend: Arc<Backend>,
+    leases: Arc<Leases>,
+    lease: Duration,
+    outages: Arc<OutageLog>,
+) {
     let held = leases.snapshot();
     if held.is_empty() {
         return;
@@ -205,12 +225,14 @@ async fn renew_all(backend: Arc<Backend>, leases: Arc<Leases>, lease: Duration) 
     for (batch, result) in join_all(batches).await {
         match result {
             Ok(renewed) => {
+                outages.answered(RENEWALS);
                 for ((lock, token), ok) in batch.iter().zip(renewed) {
                     leases.record(lock, *token, Some(ok), started, lease);
                 }
             }
             Err(err) => {
-                tracing::warn!(error = %err, locks = batch.len(), "lease renewal failed");
+                let err = format!("lease renewal failed for {} locks: {err}", batch.len());
+                outages.failed(RENEWALS, &err);
                 for (lock, token) in batch {
                     leases.record(lock, *token, None, started, lease);
                 }

@@ -162,3 +162,36 @@ async fn a_quorum_master_down_is_one_warning() {
     );
     assert_eq!(lines.warnings(), 1, "{:#?}", lines.all());
 }
+
+/// A held lock whose renewals fail every round through a 2 s outage: still one WARN line for the
+/// outage (each lease lost is a warning of its own, naming its lock), one INFO line at its end.
+#[tokio::test]
+async fn renewals_failing_every_round_are_one_warning() {
+    let (_default, lines) = record();
+    let mut server = RedisServer::start();
+    let m = LockManager::builder()
+        .redis(server.url())
+        .lease(Duration::from_millis(600))
+        .command_timeout(Duration::from_millis(300))
+        .build()
+        .await
+        .unwrap();
+    let held = m.acquire("held", &LockOptions::exclusive()).await.unwrap();
+    server.kill();
+    // a renewal round every 200 ms
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(held.is_lost());
+    let outage_warnings = lines.warnings() - lines.count("WARN", "lease lost");
+    assert_eq!(outage_warnings, 1, "{:#?}", lines.all());
+    server.restart();
+    assert!(ready_within(&m, GENEROUS).await);
+    let mut back = false;
+    for _ in 0..100 {
+        back = lines.count("INFO", "answers again") == 1;
+        if back {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(back, "{:#?}", lines.all());
+}

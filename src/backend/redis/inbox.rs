@@ -303,7 +303,7 @@ impl Inbox {
             match self.subscribe().await {
                 Ok(sub) => {
                     tracing::debug!(channel = %self.channel, "lock inbox reconnected");
-                    self.outages.back(&self.part(), false);
+                    self.outages.back(&self.part());
                     crate::telemetry::inbox_reconnected();
                     return sub;
                 }
