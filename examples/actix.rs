@@ -2,13 +2,15 @@
 //!
 //! ```text
 //! cargo run --example actix --features actix                 # demo: 100 concurrent deposits, then exit
-//! cargo run --example actix --features actix -- serve        # serve on 127.0.0.1:3000 until Ctrl-C
+//! cargo run --example actix --features actix -- serve        # serve on 127.0.0.1:3000 until Ctrl-C or SIGTERM
 //! REDIS_URL=redis://127.0.0.1:6379 cargo run --example actix --features actix,metrics -- serve
 //! ```
 //!
 //! With `serve`, try `curl -X PUT localhost:3000/accounts/1/deposit/10`,
-//! `curl localhost:3000/accounts/1` and `curl localhost:3000/metrics` (the lock metrics, with
-//! feature `metrics`). Run two servers on one Redis (`ADDR=127.0.0.1:3001`) and the
+//! `curl localhost:3000/accounts/1`, `curl localhost:3000/metrics` (the lock metrics, with
+//! feature `metrics`) and `curl localhost:3000/ready` (the readiness probe: 503 while Redis is
+//! down). Ctrl-C or SIGTERM (`docker stop`, Kubernetes) stops the server once its requests are
+//! done, then the manager releases whatever it still holds. Run two servers on one Redis (`ADDR=127.0.0.1:3001`) and the
 //! deposits of both still never overlap for one account (the store here is per process; in a real
 //! service it is the shared database).
 //!
@@ -30,6 +32,9 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tower_lock::actix::LockMiddleware;
 use tower_lock::key::{self, KeyExtractor};
 use tower_lock::{LockInfo, LockManager, LockOptions};
+
+#[path = "common/signal.rs"]
+mod signal;
 
 /// Balances, and for each account the highest fencing token that wrote it.
 #[derive(Default)]
@@ -79,6 +84,15 @@ fn render(exporter: PrometheusHandle) -> impl Fn() -> std::future::Ready<String>
     move || std::future::ready(exporter.render())
 }
 
+/// `GET /ready`: 200 while a lock can be taken, else 503 with the reason (a load balancer or
+/// Kubernetes then sends the requests to the replicas that can serve them). A GET takes no lock.
+async fn ready(manager: web::Data<LockManager>) -> HttpResponse {
+    match manager.ping().await {
+        Ok(()) => HttpResponse::Ok().body("ready\n"),
+        Err(err) => HttpResponse::ServiceUnavailable().body(format!("{err}\n")),
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Installed before the manager is built, so that every metric carries its help text.
@@ -97,6 +111,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     .options(LockOptions::exclusive().wait_timeout(Duration::from_secs(10)))
     .max_waiters(1000);
     let store = web::Data::new(Store::default());
+    let probed = web::Data::new(manager.clone());
 
     let serve_only = std::env::args().any(|arg| arg == "serve");
     let addr = match std::env::var("ADDR") {
@@ -107,7 +122,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = HttpServer::new(move || {
         App::new()
             .app_data(store.clone())
+            .app_data(probed.clone())
             .wrap(locks.clone())
+            .route("/ready", web::get().to(ready))
             .route("/accounts/{id}", web::get().to(balance))
             .route("/metrics", web::get().to(render(exporter.clone())))
             .route("/accounts/{id}/deposit/{amount}", web::put().to(deposit))
@@ -117,9 +134,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr = server.addrs()[0];
     if serve_only {
         println!("listening on http://{addr}");
-        server.run().await?; // Ctrl-C stops it, once the requests in flight are done
-                             // free what this replica still holds for the others at once
+        // Ctrl-C or SIGTERM stops it, once the requests in flight are done
+        let server = server.disable_signals().run();
+        let handle = server.handle();
+        let stopping = signal::shutdown_signal();
+        tokio::spawn(async move {
+            stopping.await;
+            handle.stop(true).await;
+        });
+        server.await?;
+        // free what this replica still holds for the others at once
         manager.shutdown().await?;
+        println!("stopped");
         return Ok(());
     }
     let server = server.disable_signals().run();

@@ -2,14 +2,15 @@
 //!
 //! ```text
 //! cargo run --example axum --features axum            # demo: 100 concurrent deposits to one account
-//! cargo run --example axum --features axum -- serve   # serve on 127.0.0.1:3000 until Ctrl-C
+//! cargo run --example axum --features axum -- serve   # serve on 127.0.0.1:3000 until Ctrl-C or SIGTERM
 //! REDIS_URL=redis://127.0.0.1:6379 cargo run --example axum --features axum,metrics -- serve
 //! ```
 //!
 //! With `serve`, try `curl -X PUT localhost:3000/accounts/1/deposit/10`,
-//! `curl localhost:3000/accounts/1` and `curl localhost:3000/metrics` (the lock metrics, with
-//! feature `metrics`). Ctrl-C stops the server once its requests are done, then the manager
-//! releases whatever it still holds. Run two servers on one Redis (`ADDR=127.0.0.1:3001`) and the
+//! `curl localhost:3000/accounts/1`, `curl localhost:3000/metrics` (the lock metrics, with
+//! feature `metrics`) and `curl localhost:3000/ready` (the readiness probe: 503 while Redis is
+//! down). Ctrl-C or SIGTERM (`docker stop`, Kubernetes) stops the server once its requests are
+//! done, then the manager releases whatever it still holds. Run two servers on one Redis (`ADDR=127.0.0.1:3001`) and the
 //! deposits of both still never overlap for one account (the store here is per process; in a real
 //! service it is the shared database).
 //!
@@ -32,6 +33,11 @@ use hyper_util::rt::TokioExecutor;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use tower_lock::key::{self, KeyExtractor};
 use tower_lock::{LockInfo, LockLayer, LockManager, LockOptions};
+
+#[path = "common/ready.rs"]
+mod ready;
+#[path = "common/signal.rs"]
+mod signal;
 
 /// Balances, and for each account the highest fencing token that wrote it.
 #[derive(Default)]
@@ -78,7 +84,7 @@ async fn deposit(
 fn app(manager: LockManager, store: Arc<Store>) -> Router {
     // "/accounts/42/deposit/10" locks "accounts/42"; reads take no lock.
     let locks = LockLayer::new(
-        manager,
+        manager.clone(),
         key::pattern("/accounts/{id}").skip_methods(["GET", "HEAD"]),
     )
     .options(LockOptions::exclusive().wait_timeout(Duration::from_secs(10)))
@@ -87,6 +93,8 @@ fn app(manager: LockManager, store: Arc<Store>) -> Router {
         .route("/accounts/{id}", get(balance))
         .route("/accounts/{id}/deposit/{amount}", put(deposit))
         .route_layer(locks)
+        // after the lock layer: the probe takes no lock
+        .route("/ready", ready::ready(manager))
         .with_state(store)
 }
 
@@ -118,12 +126,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if serve_only {
         println!("listening on http://{addr}");
         server
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
+            .with_graceful_shutdown(signal::shutdown_signal())
             .await?;
         // the requests have drained: free what this replica still holds for the others at once
         manager.shutdown().await?;
+        println!("stopped");
         return Ok(());
     }
     tokio::spawn(async move { server.await });

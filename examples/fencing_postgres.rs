@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --example fencing_postgres --features axum              # the demonstration below, then exit
-//! cargo run --example fencing_postgres --features axum -- serve     # serve on 127.0.0.1:3000 until Ctrl-C
+//! cargo run --example fencing_postgres --features axum -- serve     # serve on 127.0.0.1:3000 until Ctrl-C or SIGTERM
 //! DATABASE_URL=postgres://user@host/db REDIS_URL=redis://127.0.0.1:6379 cargo run --example fencing_postgres --features axum
 //! ```
 //!
@@ -28,7 +28,7 @@
 //! account 1 on a 300 ms lease, reads the balance and pauses; a deposit request (sent straight
 //! into the router) waits for the lock, gets it once A's lease has run out, and writes; A resumes
 //! and its write is refused. With `serve`, try
-//! `curl -X PUT localhost:3000/accounts/1/deposit -d 10`.
+//! `curl -X PUT localhost:3000/accounts/1/deposit -d 10` and `curl localhost:3000/ready`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,6 +42,11 @@ use http_body_util::BodyExt;
 use tokio_postgres::{Client, NoTls};
 use tower::ServiceExt;
 use tower_lock::{key, LockInfo, LockLayer, LockManager, LockOptions};
+
+#[path = "common/ready.rs"]
+mod ready;
+#[path = "common/signal.rs"]
+mod signal;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -105,11 +110,13 @@ async fn deposit(
 
 fn app(manager: LockManager, db: Arc<Client>) -> Router {
     // "/accounts/1/deposit" locks "accounts/1", the key `account_key(1)` spells.
-    let locks = LockLayer::new(manager, key::pattern("/accounts/{id}"))
+    let locks = LockLayer::new(manager.clone(), key::pattern("/accounts/{id}"))
         .options(LockOptions::exclusive().wait_timeout(Duration::from_secs(10)));
     Router::new()
         .route("/accounts/{id}/deposit", put(deposit))
         .route_layer(locks)
+        // after the lock layer: the readiness probe takes no lock
+        .route("/ready", ready::ready(manager))
         .with_state(db)
 }
 
@@ -206,11 +213,14 @@ async fn main() -> Result<(), Error> {
         let listener = tokio::net::TcpListener::bind(&addr).await?;
         println!("listening on http://{}", listener.local_addr()?);
         axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
+            .with_graceful_shutdown(signal::shutdown_signal())
             .await?;
+        // the requests have drained: free what this replica still holds for the others at once
+        manager.shutdown().await?;
+        println!("stopped");
         return Ok(());
     }
-    demonstrate(&manager, &db, app).await
+    demonstrate(&manager, &db, app).await?;
+    manager.shutdown().await?;
+    Ok(())
 }

@@ -2,15 +2,16 @@
 //!
 //! ```text
 //! cargo run --example tonic                 # demo: 50 concurrent deposits to one account, then exit
-//! cargo run --example tonic -- serve        # serve on 127.0.0.1:50051 until Ctrl-C
+//! cargo run --example tonic -- serve        # serve on 127.0.0.1:50051 until Ctrl-C or SIGTERM
 //! REDIS_URL=redis://127.0.0.1:6379 cargo run --example tonic --features metrics -- serve
 //! ```
 //!
 //! With `serve`, the server answers gRPC reflection, so `grpcurl` needs no `.proto` file:
 //! `grpcurl -plaintext 127.0.0.1:50051 list`, then
 //! `grpcurl -plaintext -H 'x-account: 1' -d '{"account": 1, "amount": 10}' 127.0.0.1:50051 bank.Bank/Deposit`;
-//! and `curl --http2-prior-knowledge 127.0.0.1:50051/metrics` shows the lock metrics (with feature
-//! `metrics`).
+//! `curl --http2-prior-knowledge 127.0.0.1:50051/metrics` shows the lock metrics (with feature
+//! `metrics`), and `curl --http2-prior-knowledge 127.0.0.1:50051/ready` the readiness probe (503
+//! while Redis is down). Ctrl-C or SIGTERM stops the server once its calls are done.
 //!
 //! Self-contained: no `.proto` file, no `build.rs`, no `protoc`. tonic 0.14 generates code with
 //! `tonic-prost-build`, which needs `protoc`; instead the two messages derive `prost::Message` in
@@ -30,7 +31,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::uri::PathAndQuery;
-use metrics_exporter_prometheus::PrometheusBuilder;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tonic::body::Body;
 use tonic::server::NamedService;
 use tonic::service::Routes;
@@ -63,6 +64,10 @@ pub struct DepositReply {
 
 #[path = "tonic/descriptor.rs"]
 mod descriptor;
+#[path = "common/ready.rs"]
+mod ready;
+#[path = "common/signal.rs"]
+mod signal;
 
 const DEPOSIT: &str = "/bank.Bank/Deposit";
 
@@ -155,7 +160,7 @@ impl BankClient {
 }
 
 /// The lock of a bank call: the account named in its `x-account` metadata (`account:1`); calls
-/// to other services (reflection) and `/metrics` take none.
+/// to other services (reflection), `/metrics` and `/ready` take none.
 fn bank_calls() -> impl KeyExtractor {
     key::from_fn(
         |req: &dyn RequestView| -> Result<Option<String>, KeyError> {
@@ -170,28 +175,34 @@ fn bank_calls() -> impl KeyExtractor {
     )
 }
 
-/// The bank, gRPC reflection, and `/metrics` (over HTTP/1 or 2), as one set of routes.
-fn routes() -> Result<Routes, Box<dyn std::error::Error>> {
-    // installed before the manager is built, so that every metric carries its help text
-    let exporter = PrometheusBuilder::new().install_recorder()?;
+/// The bank, gRPC reflection, `/metrics` and the readiness probe `/ready` (over HTTP/1 or 2), as
+/// one set of routes.
+fn routes(
+    exporter: PrometheusHandle,
+    manager: LockManager,
+) -> Result<Routes, Box<dyn std::error::Error>> {
     let reflection = tonic_reflection::server::Builder::configure()
         .register_file_descriptor_set(descriptor::bank())
         .build_v1()?;
-    let metrics = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || std::future::ready(exporter.render())),
-    );
+    let metrics = axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || std::future::ready(exporter.render())),
+        )
+        .route("/ready", ready::ready(manager));
     let grpc = Routes::new(Bank::default()).add_service(reflection);
     Ok(Routes::from(grpc.into_axum_router().merge(metrics)))
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let routes = routes()?;
+    // installed before the manager is built, so that every metric carries its help text
+    let exporter = PrometheusBuilder::new().install_recorder()?;
     let manager = match std::env::var("REDIS_URL") {
         Ok(url) => LockManager::redis(&url).await?,
         Err(_) => LockManager::memory(),
     };
+    let routes = routes(exporter, manager.clone())?;
     let locks = LockLayer::new(manager.clone(), bank_calls()).wait_timeout(Duration::from_secs(10));
     let serve_only = std::env::args().any(|arg| arg == "serve");
     let addr = match std::env::var("ADDR") {
@@ -207,14 +218,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .add_routes(routes);
     if serve_only {
         println!("listening on {addr} (gRPC with reflection, and /metrics)");
-        // Ctrl-C stops the server once its calls are done; then free what this replica holds
-        let ctrl_c = async {
-            let _ = tokio::signal::ctrl_c().await;
-        };
+        // Ctrl-C or SIGTERM stops the server once its calls are done; then free what this
+        // replica holds
         server
-            .serve_with_incoming_shutdown(incoming, ctrl_c)
+            .serve_with_incoming_shutdown(incoming, signal::shutdown_signal())
             .await?;
         manager.shutdown().await?;
+        println!("stopped");
         return Ok(());
     }
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
