@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, ProtocolVersion, PushInfo, PushKind, RedisError};
 
+use super::inbox_line::{Forget, InboxLine};
 use super::locator::Locator;
 use tokio::sync::{oneshot, Notify};
 
@@ -109,10 +110,7 @@ impl Inbox {
                 waiters,
                 unclaimed: OnceLock::new(),
             }),
-            line: InboxLine {
-                conn: Arc::default(),
-                timeout,
-            },
+            line: InboxLine::new(timeout),
             outages,
         })
     }
@@ -225,16 +223,7 @@ impl Inbox {
                         continue;
                     }
                     checked = Instant::now();
-                    match self.answers(&mut sub).await {
-                        Some(answered) => !answered,
-                        None => {
-                            // frozen: no wake-up can come, nor an answer to a waiter's attempt
-                            if self.whole {
-                                waiters.stalled();
-                            }
-                            true
-                        }
-                    }
+                    !self.still_answers(&mut sub).await
                 }
             };
             if !lost {
@@ -271,6 +260,21 @@ impl Inbox {
     /// every [`KEEPALIVE`].
     fn check_due(&self, checked: Instant) -> bool {
         self.postman.waiters.len() > 0 || checked.elapsed() >= KEEPALIVE
+    }
+
+    /// Whether the connection still answers a check ([`answers`](Self::answers)). One left
+    /// unanswered for the command timeout (a frozen server) ends every wait when the server is the
+    /// manager's whole backend: no wake-up can come, nor an answer to a waiter's next attempt.
+    async fn still_answers(&self, sub: &mut Subscription) -> bool {
+        match self.answers(sub).await {
+            Some(answered) => answered,
+            None => {
+                if self.whole {
+                    self.postman.waiters.stalled();
+                }
+                false
+            }
+        }
     }
 
     /// Whether the connection answers a PING, `None` when it is not answered within the command
@@ -326,44 +330,6 @@ fn next_backoff(backoff: Duration, err: &RedisError) -> Duration {
         return MIN_BACKOFF;
     }
     (backoff * 2).min(MAX_BACKOFF)
-}
-
-/// The connection of an inbox's live subscription (none while it reconnects), which a readiness
-/// probe PINGs.
-#[derive(Clone)]
-pub(crate) struct InboxLine {
-    conn: Arc<std::sync::Mutex<Option<MultiplexedConnection>>>,
-    timeout: Duration,
-}
-
-impl InboxLine {
-    fn set(&self, conn: Option<MultiplexedConnection>) {
-        *self.conn.lock().unwrap_or_else(|p| p.into_inner()) = conn;
-    }
-
-    /// Whether the subscription is live and its connection answers a PING within the command
-    /// timeout.
-    pub(crate) async fn ping(&self) -> Result<(), crate::error::BoxError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let Some(mut conn) = conn else {
-            return Err("disconnected, reconnecting".into());
-        };
-        let cmd = redis::cmd("PING");
-        let ping = cmd.query_async::<redis::Value>(&mut conn);
-        match tokio::time::timeout(self.timeout, ping).await {
-            Ok(answer) => answer.map(drop).map_err(Into::into),
-            Err(_) => Err(format!("no answer to PING within {:?}", self.timeout).into()),
-        }
-    }
-}
-
-/// Empties an inbox's line when the inbox stops.
-struct Forget(InboxLine);
-
-impl Drop for Forget {
-    fn drop(&mut self) {
-        self.0.set(None);
-    }
 }
 
 /// Whether a `ROLE` reply says master.
