@@ -106,6 +106,7 @@ mod manager;
 mod options;
 mod request;
 mod saturating;
+mod state;
 mod telemetry;
 #[cfg(feature = "tonic")]
 mod tonic_status;
@@ -118,12 +119,13 @@ pub use error::{BoxError, KeyError, LockError};
 pub use layer::{LockLayer, LockService};
 pub use manager::{
     LockGuard, LockInfo, LockManager, LockManagerBuilder, LockOwner, DEFAULT_COMMAND_TIMEOUT,
-    DEFAULT_FAIR_EVICTION, DEFAULT_LEASE, DEFAULT_NODE_TIMEOUT,
+    DEFAULT_FAIR_EVICTION, DEFAULT_LEASE, DEFAULT_LIST_LIMIT, DEFAULT_NODE_TIMEOUT,
 };
 pub use options::{Lease, LockOptions, Mode};
 pub use request::{
     HeldLocks, OnLeaseLost, RejectReason, Rejection, RequestOptions, UnlockedCounter,
 };
+pub use state::{HolderState, LockFamily, LockState, WaiterState};
 
 /// The README's examples, compiled (and, where they do not serve, run) as doctests.
 ///

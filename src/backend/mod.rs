@@ -20,6 +20,7 @@ use crate::error::BoxError;
 use crate::ids::OwnerId;
 use crate::key::LockKey;
 use crate::options::Mode;
+use crate::state::LockState;
 use crate::waiters::{Departure, LockId, WaitRegistry};
 
 pub(crate) use calls::{
@@ -254,6 +255,38 @@ impl Backend {
             // Never queued (fair locks are refused): every waiter just keeps waiting.
             #[cfg(feature = "redis")]
             Backend::Quorum(_) => Ok(vec![true; batch.len()]),
+        }
+    }
+
+    /// The state of lock `id`, named `key` in the answer, read at one instant; `None` where this
+    /// backend cannot read it in one step (a quorum: one state per master, to come).
+    pub(crate) async fn inspect(
+        &self,
+        id: &LockId,
+        key: &str,
+    ) -> Result<Option<LockState>, BoxError> {
+        match self {
+            Backend::Memory(m) => Ok(Some(m.inspect(id, key))),
+            #[cfg(feature = "redis")]
+            Backend::Redis(r) => r.inspect(id, key).await.map(Some),
+            #[cfg(feature = "redis")]
+            Backend::Quorum(_) => Ok(None),
+        }
+    }
+
+    /// The held or waited-for locks whose names start with `prefix`, `limit` at most; `None`
+    /// where this backend cannot list them yet (a cluster, a quorum).
+    pub(crate) async fn list(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Option<Vec<LockState>>, BoxError> {
+        match self {
+            Backend::Memory(m) => Ok(Some(m.list(prefix, limit))),
+            #[cfg(feature = "redis")]
+            Backend::Redis(r) => r.list(prefix, limit).await,
+            #[cfg(feature = "redis")]
+            Backend::Quorum(_) => Ok(None),
         }
     }
 

@@ -8,6 +8,7 @@ mod cohort;
 mod cohort_requests;
 mod entry;
 mod guard;
+mod inspect;
 mod limits;
 mod live;
 mod open;
@@ -32,6 +33,7 @@ use tokio::sync::oneshot;
 pub use builder::{LockManagerBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_NODE_TIMEOUT};
 pub(crate) use guard::Releaser;
 pub use guard::{LockGuard, LockInfo};
+pub use inspect::DEFAULT_LIST_LIMIT;
 pub use owner::LockOwner;
 
 use closing::Closing;

@@ -17,6 +17,7 @@ mod fair;
 mod fair_liveness;
 mod frozen_server;
 mod hand_over;
+mod inspect;
 mod lease_deadlines;
 mod link;
 mod messages;

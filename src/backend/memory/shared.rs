@@ -16,17 +16,17 @@ use crate::waiters::LockId;
 #[derive(Debug)]
 pub(super) struct SharedLock {
     pub(super) family: Mode,
-    holds: HashMap<Arc<str>, SharedHold>,
-    queue: VecDeque<Arc<str>>,
+    pub(super) holds: HashMap<Arc<str>, SharedHold>,
+    pub(super) queue: VecDeque<Arc<str>>,
 }
 
 /// One owner's hold of a shared lock.
 #[derive(Debug)]
-struct SharedHold {
-    count: u32,
-    token: u64,
-    expires: Instant,
-    write: bool,
+pub(super) struct SharedHold {
+    pub(super) count: u32,
+    pub(super) token: u64,
+    pub(super) expires: Instant,
+    pub(super) write: bool,
     /// The wait it was granted to, until that wait takes it up.
     granted_to: Option<Arc<str>>,
 }

@@ -21,6 +21,7 @@ mod fair;
 mod handover;
 mod inbox;
 mod inbox_line;
+mod inspect;
 mod invoke;
 mod link;
 mod locator;

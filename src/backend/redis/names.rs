@@ -32,6 +32,27 @@ fn needs_escape(byte: u8) -> bool {
     )
 }
 
+/// The name `escaped` was made from (see [`escape`]); a hashed name stays as it is.
+pub(crate) fn unescape(escaped: &str) -> String {
+    let bytes = escaped.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let hex = escaped.get(at + 1..at + 3);
+        match hex.and_then(|hex| u8::from_str_radix(hex, 16).ok()) {
+            Some(byte) if bytes[at] == b'%' => {
+                out.push(byte);
+                at += 3;
+            }
+            _ => {
+                out.push(bytes[at]);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Append `name`, escaped (see [`escape`]), to `out`.
 fn push_escaped(out: &mut String, name: &str) {
     const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
@@ -115,7 +136,6 @@ impl KeySpace {
     }
 
     /// The namespace, escaped.
-    #[cfg(feature = "cluster")]
     pub(crate) fn namespace(&self) -> &str {
         &self.namespace
     }
@@ -251,6 +271,9 @@ mod tests {
             &"k".repeat(201),
         ] {
             assert_eq!(escape(name), escape_by_the_rule(name), "{name:?}");
+            if name.len() <= 66 {
+                assert_eq!(unescape(&escape(name)), name);
+            }
         }
         let ks = KeySpace::new("ns");
         assert_eq!(ks.lock("a:b"), format!("{{ns:{}}}", escape("a:b")));

@@ -24,6 +24,7 @@ const SHARED_RELEASE_BODY: &str = include_str!("shared_release.lua");
 const SHARED_ABANDON_BODY: &str = include_str!("shared_abandon.lua");
 const PLAIN_RELEASE_BODY: &str = include_str!("plain_release.lua");
 const GRANT_ON_BODY: &str = include_str!("grant_on.lua");
+const INSPECT_BODY: &str = include_str!("inspect.lua");
 
 /// Whether `text` uses the identifier `name` (not as part of a longer identifier).
 fn uses(text: &str, name: &str) -> bool {
@@ -144,6 +145,8 @@ pub(crate) struct Scripts {
     pub(crate) plain_release: Script,
     /// Carry on a grant that stopped at its bound with waiters left.
     pub(crate) grant_on: Script,
+    /// Read one lock's whole state, changing nothing.
+    pub(crate) inspect: Script,
     /// Every source, for loading them up front.
     pub(crate) sources: Vec<String>,
     /// Whether a call declares every key of a lock its script touches (see
@@ -168,6 +171,7 @@ impl Scripts {
             SHARED_ABANDON_BODY,
             PLAIN_RELEASE_BODY,
             GRANT_ON_BODY,
+            INSPECT_BODY,
         ];
         let sources: Vec<String> = bodies.map(|body| adapt(assemble(body))).into();
         let script = |i: usize| Script::new(&sources[i]);
@@ -184,6 +188,7 @@ impl Scripts {
             shared_abandon: script(9),
             plain_release: script(10),
             grant_on: script(11),
+            inspect: script(12),
             sources,
             declare_keys,
         }
