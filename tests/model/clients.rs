@@ -1,0 +1,250 @@
+//! The steps of the client processes: a request acquires (exclusive or fair), waits, is woken,
+//! re-enters, renews (the watchdog), releases, learns it lost the lock, or gives up waiting.
+//! A process that takes no step while the clock advances is a paused one.
+
+use crate::fair;
+use crate::model::{Action, LockModel};
+use crate::scripts::{self, Acquired};
+use crate::state::{Client, Guard, Msg, Phase, State};
+
+impl LockModel {
+    pub(crate) fn client_actions(&self, s: &State, actions: &mut Vec<Action>) {
+        for (i, p) in s
+            .procs
+            .iter()
+            .enumerate()
+            .take(usize::from(self.cfg.clients))
+        {
+            let c = i as Client;
+            if !p.alive {
+                continue;
+            }
+            let holding = !p.guards.is_empty();
+            let live = holding && s.now < p.deadline;
+            if p.phase == Phase::Idle && p.budget > 0 && p.guards.len() < 2 && (!holding || live) {
+                for &lease in &self.cfg.leases {
+                    for fair in [false, true] {
+                        actions.push(Action::Acquire { c, lease, fair });
+                    }
+                }
+            }
+            if p.phase != Phase::Idle {
+                actions.push(Action::Retry(c));
+                actions.push(Action::Abandon(c));
+            }
+            if matches!(p.phase, Phase::Fair { queued: true, .. }) {
+                actions.push(Action::Heartbeat(c));
+            }
+            for m in 0..p.inbox.len() {
+                actions.push(Action::ReadMsg(c, m));
+            }
+            if holding {
+                actions.push(Action::Release(c));
+            }
+            if live {
+                for g in &p.guards {
+                    actions.push(Action::Renew { c, lease: g.lease });
+                }
+            }
+            if holding && !live {
+                actions.push(Action::Lost(c));
+            }
+            if !p.late_releases.is_empty() {
+                actions.push(Action::LateRelease(c));
+            }
+            if p.grant_on {
+                actions.push(Action::GrantOn(c));
+            }
+        }
+    }
+
+    pub(crate) fn step_client(&self, s: &mut State, action: &Action) {
+        let alive: Vec<bool> = s.procs.iter().map(|p| p.alive).collect();
+        let mut ctx = self.ctx(s, &alive);
+        let eviction = self.cfg.eviction;
+        match *action {
+            Action::Acquire { c, lease, fair } => {
+                let p = &mut s.procs[usize::from(c)];
+                p.budget -= 1;
+                p.phase = if fair {
+                    let waiter = (c, p.next_wait);
+                    p.next_wait += 1;
+                    Phase::Fair {
+                        lease,
+                        waiter,
+                        queued: false,
+                    }
+                } else {
+                    Phase::Exclusive {
+                        lease,
+                        recorded: false,
+                    }
+                };
+                // a re-entry does not wait
+                let wait = p.guards.is_empty();
+                self.attempt(s, &mut ctx, c, wait);
+            }
+            Action::Retry(c) => self.attempt(s, &mut ctx, c, true),
+            Action::ReadMsg(c, m) => {
+                let msg = s.procs[usize::from(c)].inbox.remove(m);
+                let phase = s.procs[usize::from(c)].phase.clone();
+                match (msg, phase) {
+                    (Msg::Free, Phase::Exclusive { .. }) => self.attempt(s, &mut ctx, c, true),
+                    (Msg::Grant(w, _), Phase::Fair { waiter, .. }) if w == waiter => {
+                        // taken up by the waiter's confirming call (fair_acquire finds its grant)
+                        self.attempt(s, &mut ctx, c, true)
+                    }
+                    (Msg::Free, _) => scripts::abandon(&mut s.server, &mut ctx, c, true),
+                    (Msg::Grant(w, _), _) => {
+                        // a grant nobody here can use is passed on
+                        let more = fair::fair_abandon(&mut s.server, &mut ctx, c, w, eviction);
+                        s.procs[usize::from(c)].grant_on |= more;
+                    }
+                }
+            }
+            Action::Abandon(c) => {
+                let p = &mut s.procs[usize::from(c)];
+                match std::mem::replace(&mut p.phase, Phase::Idle) {
+                    Phase::Fair { waiter, .. } => {
+                        let more = fair::fair_abandon(&mut s.server, &mut ctx, c, waiter, eviction);
+                        s.procs[usize::from(c)].grant_on |= more;
+                    }
+                    _ => scripts::abandon(&mut s.server, &mut ctx, c, false),
+                }
+            }
+            Action::Heartbeat(c) => {
+                if let Phase::Fair { waiter, .. } = s.procs[usize::from(c)].phase {
+                    fair::heartbeat(&mut s.server, &ctx, waiter, eviction);
+                }
+            }
+            Action::Release(c) => {
+                let guard = s.procs[usize::from(c)].guards.pop().expect("holding");
+                self.release(s, &mut ctx, c, guard.token);
+            }
+            Action::LateRelease(c) => {
+                let token = s.procs[usize::from(c)].late_releases.remove(0);
+                self.release(s, &mut ctx, c, token);
+            }
+            Action::Renew { c, lease } => {
+                let now = s.now;
+                let p = &mut s.procs[usize::from(c)];
+                if scripts::renew(&mut s.server, &ctx, c, lease) {
+                    p.deadline = p.deadline.max(now + lease);
+                } else {
+                    lose(s, c);
+                }
+            }
+            Action::Lost(c) => lose(s, c),
+            Action::GrantOn(c) => {
+                let more = fair::grant_on(&mut s.server, &mut ctx, eviction);
+                s.procs[usize::from(c)].grant_on = more;
+            }
+            _ => unreachable!("an environment step"),
+        }
+        let out = std::mem::take(&mut ctx.out);
+        LockModel::deliver(s, out);
+    }
+
+    /// One attempt of the request of `c`: its acquire script, and what the answer makes of it.
+    fn attempt(&self, s: &mut State, ctx: &mut scripts::Ctx, c: Client, wait: bool) {
+        let eviction = self.cfg.eviction;
+        let p = &s.procs[usize::from(c)];
+        let held = p.guards.first().map(|g| g.token);
+        let answer = match p.phase.clone() {
+            Phase::Exclusive { lease, recorded } => {
+                let mode = if !wait {
+                    0
+                } else if recorded {
+                    2
+                } else {
+                    1
+                };
+                let answer = scripts::acquire(&mut s.server, ctx, c, lease, mode, held);
+                if answer == Acquired::Fair && wait {
+                    // the request waits in the fair queue from now on
+                    let p = &mut s.procs[usize::from(c)];
+                    let waiter = (c, p.next_wait);
+                    p.next_wait += 1;
+                    p.phase = Phase::Fair {
+                        lease,
+                        waiter,
+                        queued: false,
+                    };
+                    return;
+                }
+                if answer == Acquired::Busy && wait {
+                    s.procs[usize::from(c)].phase = Phase::Exclusive {
+                        lease,
+                        recorded: true,
+                    };
+                }
+                (answer, lease)
+            }
+            Phase::Fair {
+                lease,
+                waiter,
+                queued,
+            } => {
+                let answer = fair::fair_acquire(
+                    &mut s.server,
+                    ctx,
+                    c,
+                    lease,
+                    wait,
+                    queued,
+                    eviction,
+                    waiter,
+                    held,
+                );
+                if !matches!(answer, Acquired::Token(_)) && wait {
+                    s.procs[usize::from(c)].phase = Phase::Fair {
+                        lease,
+                        waiter,
+                        queued: true,
+                    };
+                }
+                (answer, lease)
+            }
+            Phase::Idle => return,
+        };
+        self.took(s, c, answer.0, answer.1, wait);
+    }
+
+    fn took(&self, s: &mut State, c: Client, answer: Acquired, lease: u8, wait: bool) {
+        let now = s.now;
+        let p = &mut s.procs[usize::from(c)];
+        match answer {
+            Acquired::Token(token) => {
+                if p.guards.is_empty() {
+                    if token <= s.ghost.max_token {
+                        s.ghost.token_regressed = true;
+                    }
+                    s.ghost.max_token = s.ghost.max_token.max(token);
+                    p.deadline = now + lease;
+                    p.forgotten = false;
+                } else {
+                    p.deadline = p.deadline.max(now + lease);
+                }
+                p.guards.push(Guard { token, lease });
+                p.phase = Phase::Idle;
+            }
+            _ if !wait => p.phase = Phase::Idle,
+            _ => {}
+        }
+    }
+
+    fn release(&self, s: &mut State, ctx: &mut scripts::Ctx, c: Client, token: u64) {
+        let done = scripts::release(&mut s.server, ctx, c, token, self.cfg.eviction);
+        if done.acted_on.is_some_and(|t| t != token) {
+            s.ghost.touched_foreign = true;
+        }
+        s.procs[usize::from(c)].grant_on |= done.more;
+    }
+}
+
+/// `lost()` fires: the guards go, each sending its release (which may land late).
+fn lose(s: &mut State, c: Client) {
+    let p = &mut s.procs[usize::from(c)];
+    let tokens: Vec<u64> = p.guards.drain(..).map(|g| g.token).collect();
+    p.late_releases.extend(tokens);
+}

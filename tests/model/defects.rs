@@ -1,0 +1,19 @@
+//! Seeded defects: each switch puts back one mistake the scripts had or could have had, and a
+//! test asserts that the checker finds a counterexample for the property it breaks.
+
+/// Which defects the scripts carry (all off: the scripts as they are).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Defects {
+    /// renew.lua sets the lease without GT, shortening another re-entry's longer one.
+    pub renew_without_gt: bool,
+    /// release.lua drops a hold of the owner whatever its token (an undo by owner).
+    pub release_by_owner: bool,
+    /// next_token ignores the clock floor: after a restart the counter starts again.
+    pub no_clock_floor: bool,
+    /// acquire.lua re-enters a hold of the owner its guards do not have (restored by a restart).
+    pub reenter_restored: bool,
+    /// grant_next binds a grant to no wait ('#f' = '1'), so its withdrawal cannot find it.
+    pub grant_unnamed: bool,
+    /// fair_acquire.lua marks '#w' on a lock that does not exist (a hash without expiry).
+    pub mark_missing: bool,
+}

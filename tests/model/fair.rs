@@ -1,0 +1,171 @@
+//! The fair scripts (fair_acquire.lua, fair_abandon.lua, grant_on.lua, heartbeat.lua), each
+//! one atomic step on the model server, mirroring its script's decisions.
+
+use crate::scripts::{
+    grant_next, join_queue, mark, next_token, reenter, retire_block, take, wake_recorded, Acquired,
+    Ctx,
+};
+use crate::state::{Client, FairMark, LockHash, Server, Time, Waiter, TOKEN_BLOCK};
+
+/// fair_acquire.lua's answer when not acquired: busy, or "try again at once".
+fn busy_or_again(more: bool) -> Acquired {
+    if more {
+        Acquired::Fair
+    } else {
+        Acquired::Busy
+    }
+}
+
+/// fair_acquire.lua. `held`: the token of the owner's hold its guards have. Answers `Fair` for
+/// "-1: try again at once".
+#[allow(clippy::too_many_arguments)]
+pub fn fair_acquire(
+    s: &mut Server,
+    c: &mut Ctx,
+    owner: Client,
+    lease: Time,
+    will_wait: bool,
+    queued: bool,
+    eviction: Time,
+    waiter: Waiter,
+    held: Option<u64>,
+) -> Acquired {
+    if s.lock.is_none() && s.queue.is_empty() && s.waiters.is_empty() {
+        if queued {
+            s.heartbeats.remove(&waiter);
+        }
+        let token = next_token(s, c, 0);
+        take(s, c, owner, lease, token, Some(FairMark::Any));
+        return Acquired::Token(token);
+    }
+    let granted = s
+        .lock
+        .as_ref()
+        .is_some_and(|l| matches!(l.fair, Some(FairMark::Wait(w)) if w.0 == owner));
+    if let Some(l) = &s.lock {
+        if l.holds.contains_key(&owner) && !granted && l.token != held {
+            let token = l.token.expect("held");
+            retire_block(s, c, token);
+            s.lock = None;
+        }
+    }
+    let held_token = s
+        .lock
+        .as_ref()
+        .filter(|l| l.holds.contains_key(&owner))
+        .and_then(|l| l.token);
+    if let Some(held_token) = held_token {
+        if queued && granted {
+            let token = next_token(s, c, held_token + TOKEN_BLOCK);
+            let l = s.lock.as_mut().expect("held");
+            l.token = Some(token);
+            l.fair = Some(FairMark::Any);
+            l.expires = Some(c.now + lease);
+            return Acquired::Token(token);
+        }
+        if queued {
+            s.queue.retain(|w| *w != waiter);
+            s.heartbeats.remove(&waiter);
+        }
+        return Acquired::Token(reenter(s, c, owner, lease));
+    }
+    let (token, marked, fair) = match &s.lock {
+        Some(l) => (l.token, l.marked, l.fair.clone()),
+        None => (None, false, None),
+    };
+    let mut more = false;
+    if token.is_none() {
+        wake_recorded(s, c);
+        let mut head = s.queue.first().copied();
+        let mut ours = head.is_none() || head == Some(waiter);
+        if !ours {
+            let (granted, stopped) = grant_next(s, c, eviction, Some(waiter));
+            more = stopped;
+            if granted == Some(waiter) {
+                let l = s.lock.as_mut().expect("granted");
+                l.expires = Some(c.now + lease);
+                return Acquired::Token(l.token.expect("granted"));
+            } else if granted.is_none() {
+                head = s.queue.first().copied();
+                ours = head.is_none() || head == Some(waiter);
+            }
+        }
+        if ours {
+            s.heartbeats.remove(&waiter);
+            let token = next_token(s, c, 0);
+            let was_marked = s.lock.as_ref().is_some_and(|l| l.marked);
+            take(s, c, owner, lease, token, Some(FairMark::Any));
+            if head.is_some() {
+                s.queue.remove(0);
+            }
+            if head.is_some() || was_marked {
+                mark(s);
+            }
+            return Acquired::Token(token);
+        }
+    }
+    if !will_wait {
+        return busy_or_again(more);
+    }
+    join_queue(s, c, waiter, eviction, queued);
+    if (token.is_some() || c.defects.mark_missing) && !marked {
+        // HSET on a missing key makes a hash without an expiry
+        let l = s.lock.get_or_insert_with(|| LockHash {
+            holds: Default::default(),
+            token: None,
+            marked: false,
+            fair: None,
+            expires: None,
+            restored: false,
+        });
+        l.marked = true;
+    }
+    if token.is_some() && fair.is_none() {
+        wake_recorded(s, c);
+    }
+    busy_or_again(more)
+}
+
+/// fair_abandon.lua: the wait leaves the queue; an unused grant to it is dropped and passed on.
+/// Whether a grant it passed on stopped at its bound.
+pub fn fair_abandon(
+    s: &mut Server,
+    c: &mut Ctx,
+    owner: Client,
+    waiter: Waiter,
+    claim: Time,
+) -> bool {
+    s.queue.retain(|w| *w != waiter);
+    s.heartbeats.remove(&waiter);
+    let Some(l) = s
+        .lock
+        .as_mut()
+        .filter(|l| l.fair == Some(FairMark::Wait(waiter)))
+    else {
+        return false;
+    };
+    l.fair = Some(FairMark::Any);
+    if l.holds.get(&owner) == Some(&1) {
+        let held = l.token.expect("held");
+        s.lock = None;
+        retire_block(s, c, held);
+        return grant_next(s, c, claim, None).1;
+    }
+    if let Some(h) = l.holds.get_mut(&owner) {
+        *h -= 1;
+    }
+    false
+}
+
+/// grant_on.lua for an exclusive or fair lock: carry on a grant stopped at its bound.
+pub fn grant_on(s: &mut Server, c: &mut Ctx, claim: Time) -> bool {
+    s.lock.is_none() && grant_next(s, c, claim, None).1
+}
+
+/// heartbeat.lua for one waiter: push its heartbeat key and its queue's expiry back.
+pub fn heartbeat(s: &mut Server, c: &Ctx, waiter: Waiter, eviction: Time) {
+    if let Some(e) = s.heartbeats.get_mut(&waiter) {
+        *e = c.now + eviction;
+        s.queue_expires = c.now + eviction;
+    }
+}

@@ -1,0 +1,239 @@
+//! The model: its bounds, its initial states, and the steps of the environment (the clock, a
+//! snapshot, a restart with loss, a process dying, pub/sub dropping or reordering messages).
+//! The steps of the client processes are in `clients.rs`.
+
+use crate::defects::Defects;
+use crate::properties::properties;
+use crate::scripts::Ctx;
+use crate::state::{Client, Ghost, Msg, Phase, Proc, Server, State, Time};
+use stateright::{Model, Property};
+
+/// The bounds of one check, and the defects it carries.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Client processes (each one owner).
+    pub clients: u8,
+    /// The leases a request may ask for, in ticks.
+    pub leases: Vec<Time>,
+    /// The fair eviction: heartbeat deadline and claim lease, in ticks.
+    pub eviction: Time,
+    /// The clock does not advance past this.
+    pub max_time: Time,
+    /// Server restarts allowed.
+    pub restarts: u8,
+    /// Acquisitions (fresh or re-entries) each process may start.
+    pub budget: u8,
+    /// Whether one initial state has a dead process's two waits at the head of the queue.
+    pub dead_queue: bool,
+    /// Whether a process may die.
+    pub deaths: bool,
+    pub defects: Defects,
+}
+
+/// How much a restart loses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Loss {
+    /// Nothing (persistence kept every write); the pub/sub connections drop.
+    Nothing,
+    /// Back to the last snapshot (an RDB, or an AOF cut before its last writes).
+    ToSnapshot,
+    /// Everything (no persistence).
+    Everything,
+}
+
+/// A step of the environment or of a client process.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    Tick,
+    Snapshot,
+    Restart(Loss),
+    Die(Client),
+    DropMsg(Client, usize),
+    Acquire { c: Client, lease: Time, fair: bool },
+    Retry(Client),
+    ReadMsg(Client, usize),
+    Abandon(Client),
+    Heartbeat(Client),
+    Release(Client),
+    LateRelease(Client),
+    Renew { c: Client, lease: Time },
+    Lost(Client),
+    GrantOn(Client),
+}
+
+/// The lock protocol of one lock on one Redis server.
+#[derive(Clone, Debug)]
+pub struct LockModel {
+    pub cfg: Config,
+}
+
+fn proc(alive: bool, budget: u8) -> Proc {
+    Proc {
+        alive,
+        phase: Phase::Idle,
+        guards: Vec::new(),
+        deadline: 0,
+        late_releases: Vec::new(),
+        inbox: Vec::new(),
+        grant_on: false,
+        next_wait: 0,
+        budget,
+        forgotten: false,
+    }
+}
+
+impl LockModel {
+    /// The context of a script call in `state`.
+    pub fn ctx<'a>(&self, state: &State, alive: &'a [bool]) -> Ctx<'a> {
+        let _ = state;
+        Ctx {
+            now: state.now,
+            defects: self.cfg.defects,
+            alive,
+            out: Vec::new(),
+        }
+    }
+
+    fn environment(&self, s: &State, actions: &mut Vec<Action>) {
+        if s.now < self.cfg.max_time {
+            actions.push(Action::Tick);
+            if s.restarts < self.cfg.restarts {
+                actions.push(Action::Restart(Loss::Nothing));
+                actions.push(Action::Restart(Loss::Everything));
+                if s.snapshot.is_some() {
+                    actions.push(Action::Restart(Loss::ToSnapshot));
+                }
+            }
+        }
+        if s.snapshot.is_none() && s.restarts < self.cfg.restarts {
+            actions.push(Action::Snapshot);
+        }
+        let all_alive = s
+            .procs
+            .iter()
+            .take(usize::from(self.cfg.clients))
+            .all(|p| p.alive);
+        for (i, p) in s
+            .procs
+            .iter()
+            .enumerate()
+            .take(usize::from(self.cfg.clients))
+        {
+            let c = i as Client;
+            if self.cfg.deaths && all_alive {
+                actions.push(Action::Die(c));
+            }
+            for m in 0..p.inbox.len() {
+                actions.push(Action::DropMsg(c, m));
+            }
+        }
+    }
+
+    fn step_environment(&self, s: &mut State, action: &Action) {
+        match action {
+            Action::Tick => s.now += 1,
+            Action::Snapshot => s.snapshot = Some(s.server.clone()),
+            Action::Restart(loss) => {
+                s.restarts += 1;
+                s.now += 1;
+                s.server = match loss {
+                    Loss::Nothing => s.server.clone(),
+                    Loss::ToSnapshot => restored(s.snapshot.clone().unwrap_or_default()),
+                    Loss::Everything => Server::default(),
+                };
+                s.server.expire(s.now);
+                let lock = s.server.lock.as_ref();
+                for (i, p) in s.procs.iter_mut().enumerate() {
+                    p.inbox.clear();
+                    let kept = p.guards.first().is_none_or(|g| {
+                        lock.is_some_and(|l| {
+                            let count = l.holds.get(&(i as Client)).copied().unwrap_or(0);
+                            l.token == Some(g.token) && usize::from(count) >= p.guards.len()
+                        })
+                    });
+                    p.forgotten |= !kept;
+                }
+            }
+            Action::Die(c) => {
+                let budget = 0;
+                s.procs[usize::from(*c)] = proc(false, budget);
+            }
+            Action::DropMsg(c, m) => {
+                s.procs[usize::from(*c)].inbox.remove(*m);
+            }
+            _ => unreachable!("a client step"),
+        }
+        s.server.expire(s.now);
+    }
+
+    /// Delivers what a script published to the managers it reached.
+    pub fn deliver(s: &mut State, out: Vec<(Client, Msg)>) {
+        for (c, msg) in out {
+            s.procs[usize::from(c)].inbox.push(msg);
+        }
+    }
+}
+
+fn restored(mut server: Server) -> Server {
+    if let Some(l) = server.lock.as_mut() {
+        l.restored = true;
+    }
+    server
+}
+
+impl Model for LockModel {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        let procs: Vec<Proc> = (0..self.cfg.clients)
+            .map(|_| proc(true, self.cfg.budget))
+            .collect();
+        let clean = State {
+            now: 0,
+            server: Server::default(),
+            snapshot: None,
+            restarts: 0,
+            procs,
+            ghost: Ghost::default(),
+        };
+        let mut states = vec![clean.clone()];
+        if self.cfg.dead_queue {
+            // a killed process (the last index) left two waits queued, their heartbeats alive
+            let dead = self.cfg.clients;
+            let mut s = clean;
+            s.procs.push(proc(false, 0));
+            s.server.queue = vec![(dead, 0), (dead, 1)];
+            s.server.queue_expires = self.cfg.eviction;
+            s.server.heartbeats = [
+                ((dead, 0), self.cfg.eviction),
+                ((dead, 1), self.cfg.eviction),
+            ]
+            .into();
+            states.push(s);
+        }
+        states
+    }
+
+    fn actions(&self, s: &State, actions: &mut Vec<Action>) {
+        self.environment(s, actions);
+        self.client_actions(s, actions);
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut s = last.clone();
+        match action {
+            Action::Tick
+            | Action::Snapshot
+            | Action::Restart(_)
+            | Action::Die(_)
+            | Action::DropMsg(..) => self.step_environment(&mut s, &action),
+            _ => self.step_client(&mut s, &action),
+        }
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        properties()
+    }
+}

@@ -1,0 +1,163 @@
+//! The model's state: one Redis server (its keys, each with its expiry in server time), the
+//! snapshot a restart may load, the client processes, and ghost fields the properties read.
+
+use std::collections::BTreeMap;
+
+/// Server time in ticks. A tick is far longer than a script call.
+pub type Time = u8;
+
+/// A client process, and the owner id of its requests (one owner per process).
+pub type Client = u8;
+
+/// One wait of one request of an owner: `(owner, n)`, the script's `'<owner>|<n>'`.
+pub type Waiter = (Client, u8);
+
+/// Microseconds per tick: the clock floor of a token is `now * US_PER_TICK`.
+pub const US_PER_TICK: u64 = 1000;
+
+/// Tokens reserved with each acquisition (common.lua's `TOKEN_BLOCK`).
+pub const TOKEN_BLOCK: u64 = 64;
+
+/// The fair grant's bound on waiters looked at per call (scaled down from 1000).
+pub const MAX_LOOKED: u8 = 1;
+
+/// What the lock's `#f` field holds.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FairMark {
+    /// `'1'`: held in fair mode, bound to no wait.
+    Any,
+    /// A grant to this wait, not yet taken up.
+    Wait(Waiter),
+}
+
+/// The lock hash: owner -> holds, `#t`, `#w`, `#f`, and the key's expiry.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LockHash {
+    pub holds: BTreeMap<Client, u8>,
+    pub token: Option<u64>,
+    pub marked: bool,
+    pub fair: Option<FairMark>,
+    /// `None`: a key without an expiry.
+    pub expires: Option<Time>,
+    /// Ghost: brought back by a restart from a snapshot (not a Redis field).
+    pub restored: bool,
+}
+
+/// The keys of one lock on one server.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Server {
+    pub lock: Option<LockHash>,
+    /// The fencing counter `:f` (its 60 s expiry outlives the model's horizon).
+    pub fence: Option<u64>,
+    /// The fair queue `:ql` and its expiry.
+    pub queue: Vec<Waiter>,
+    pub queue_expires: Time,
+    /// Heartbeat keys `:hb:<waiter>` -> expiry.
+    pub heartbeats: BTreeMap<Waiter, Time>,
+    /// Managers waiting in exclusive mode (`:w`, a zset in arrival order) and its expiry.
+    pub waiters: Vec<Client>,
+    pub waiters_expires: Time,
+}
+
+impl Server {
+    /// Drops every key whose expiry is not after `now` (Redis checks expiry on every access).
+    pub fn expire(&mut self, now: Time) {
+        if self
+            .lock
+            .as_ref()
+            .is_some_and(|l| l.expires.is_some_and(|e| e <= now))
+        {
+            self.lock = None;
+        }
+        if self.queue_expires <= now {
+            self.queue.clear();
+        }
+        self.heartbeats.retain(|_, e| *e > now);
+        if self.waiters_expires <= now {
+            self.waiters.clear();
+        }
+    }
+
+    /// Whether a key of this server has no expiry.
+    pub fn key_without_expiry(&self) -> bool {
+        self.lock.as_ref().is_some_and(|l| l.expires.is_none())
+    }
+}
+
+/// A pub/sub message on a manager's inbox channel.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Msg {
+    /// The lock may be free (exclusive mode).
+    Free,
+    /// The lock was granted to this wait under this token.
+    Grant(Waiter, u64),
+}
+
+/// What a client's one request is doing.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Phase {
+    Idle,
+    /// Waiting in exclusive mode; `recorded`: an attempt recorded this manager as waiting.
+    Exclusive {
+        lease: Time,
+        recorded: bool,
+    },
+    /// Waiting in the fair queue as `waiter`; `queued`: an attempt joined already.
+    Fair {
+        lease: Time,
+        waiter: Waiter,
+        queued: bool,
+    },
+}
+
+/// One guard of a hold: the token it was acquired under and its lease.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Guard {
+    pub token: u64,
+    pub lease: Time,
+}
+
+/// A client process: its request, its guards (a re-entry adds one) and its inbox.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Proc {
+    pub alive: bool,
+    pub phase: Phase,
+    pub guards: Vec<Guard>,
+    /// When the hold's `lost()` fires, in server time (no drift: see the module doc).
+    pub deadline: Time,
+    /// Releases sent by guards dropped after `lost()` fired, not yet run (they may land late).
+    pub late_releases: Vec<u64>,
+    /// Messages published to this manager, not yet read; any one may be read next or dropped.
+    pub inbox: Vec<Msg>,
+    /// A release answered 'more': this manager owes a `grant_on` call.
+    pub grant_on: bool,
+    /// The next wait number of this owner.
+    pub next_wait: u8,
+    /// Acquisitions this process may still start (the bound on its requests).
+    pub budget: u8,
+    /// Ghost: a restart with loss took this hold from the server. Exclusion rests on the server
+    /// keeping its writes; the watchdog's next renewal tells the holder (contract 6).
+    pub forgotten: bool,
+}
+
+/// Ghost fields: what happened, for the properties.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Ghost {
+    /// The highest token a fresh acquisition has been given.
+    pub max_token: u64,
+    /// A fresh acquisition got a token not above every earlier one.
+    pub token_regressed: bool,
+    /// A release or renewal changed a hold it did not make.
+    pub touched_foreign: bool,
+}
+
+/// The whole model state.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    pub now: Time,
+    pub server: Server,
+    pub snapshot: Option<Server>,
+    pub restarts: u8,
+    pub procs: Vec<Proc>,
+    pub ghost: Ghost,
+}
