@@ -85,7 +85,6 @@ fn proc(alive: bool, budget: u8) -> Proc {
 impl LockModel {
     /// The context of a script call in `state`.
     pub fn ctx<'a>(&self, state: &State, alive: &'a [bool]) -> Ctx<'a> {
-        let _ = state;
         Ctx {
             now: state.now,
             defects: self.cfg.defects,
