@@ -153,7 +153,11 @@ impl Releaser {
             Through::ReadGroup(..) => self.shared.release_in_read_group(hold, lost).await,
             Through::Backend => {
                 let token = Some(hold.token);
-                self.shared.release_held(hold, token, ()).await
+                let released = self.shared.release_held(hold.clone(), token, ()).await;
+                if let Ok(Released::Freed) = released {
+                    self.shared.live.freed(&hold);
+                }
+                released
             }
         };
         match released {

@@ -172,6 +172,22 @@ impl LiveHolds {
         Some(hold)
     }
 
+    /// The backend answered the release of `released` with "freed": it had no other hold of that
+    /// owner under that token. The owner's other holds of the lock under that token (its
+    /// re-entries) are lost: a restart lost part of the hold (an AOF cut back past a re-entry),
+    /// and the lock may be taken by anyone now. Their lost signals fire at once, not at the next
+    /// renewal.
+    pub(crate) fn freed(&self, released: &Hold) {
+        let table = self.table();
+        let orphans = table.holds.values().filter(|other| {
+            other.through == Through::Backend
+                && other.id == released.id
+                && other.owner == released.owner
+                && other.token == released.token
+        });
+        orphans.for_each(|orphan| orphan.lost.fire());
+    }
+
     /// Take every hold out.
     pub(crate) fn take_all(&self) -> Vec<Hold> {
         let mut table = self.table();
