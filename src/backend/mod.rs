@@ -290,6 +290,18 @@ impl Backend {
         }
     }
 
+    /// End every hold of lock `id` now and pass it on as a release does; true when a hold was
+    /// ended. `None` where this backend cannot do it in one step (a quorum: to come).
+    pub(crate) async fn force_release(&self, id: &LockId) -> Result<Option<bool>, BoxError> {
+        match self {
+            Backend::Memory(m) => Ok(Some(m.force_release(id))),
+            #[cfg(feature = "redis")]
+            Backend::Redis(r) => r.force_release(id).await.map(Some),
+            #[cfg(feature = "redis")]
+            Backend::Quorum(_) => Ok(None),
+        }
+    }
+
     /// How many locks one renewal call may carry.
     pub(crate) fn renew_batch_size(&self) -> usize {
         512

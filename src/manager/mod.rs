@@ -7,6 +7,7 @@ mod closing;
 mod cohort;
 mod cohort_requests;
 mod entry;
+mod force;
 mod guard;
 mod inspect;
 mod limits;

@@ -15,6 +15,7 @@ mod contract;
 mod dropped;
 mod fair;
 mod fair_liveness;
+mod force_release;
 mod frozen_server;
 mod hand_over;
 mod inspect;

@@ -2,6 +2,7 @@
 //! grants) for one process, demos and tests. Expired leases are found when a lock is next touched.
 
 mod fair;
+mod force;
 mod inspect;
 mod shared;
 

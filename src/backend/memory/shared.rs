@@ -62,13 +62,19 @@ impl SharedLock {
         }
     }
 
-    fn is_idle(&self) -> bool {
+    pub(super) fn is_idle(&self) -> bool {
         self.holds.is_empty() && self.queue.is_empty()
     }
 
     /// How long until the first holder's lease runs out (`claim` when nobody holds it).
     fn ttl(&self, now: Instant, claim: Duration) -> Duration {
         (self.holds.values().map(|hold| hold.expires - now).min()).unwrap_or(claim)
+    }
+
+    /// Drop every live hold; returns their tokens.
+    pub(super) fn force_release(&mut self, now: Instant) -> Vec<u64> {
+        self.purge(now);
+        self.holds.drain().map(|(_, hold)| hold.token).collect()
     }
 
     fn dequeue(&mut self, waiter: &str) {
@@ -174,7 +180,7 @@ impl MemoryBackend {
     /// Grant the room of `lock` to the waiters at the head of its queue, in order, each under the
     /// claim lease. `caller` (a waiter running an attempt) is not told: the returned token is its
     /// grant, if it got one.
-    fn grant_shared(
+    pub(super) fn grant_shared(
         &self,
         lock: &mut SharedLock,
         id: &LockId,

@@ -39,7 +39,7 @@ impl RedisBackend {
     /// bounded call after another, at once, until one says the rest may wait (granted, or held).
     /// Each call gets through a bound's worth of the queue. Should one fail, the waiters left
     /// learn of the room from their next heartbeat.
-    async fn grant_on(&self, id: &LockId) {
+    pub(super) async fn grant_on(&self, id: &LockId) {
         let mut call = ScriptCall::new(&self.scripts.grant_on, 5);
         call.key(&**id)
             .key(names::queue(id))

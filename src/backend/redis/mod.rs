@@ -18,6 +18,7 @@ mod detached;
 mod diagnose;
 mod endpoint;
 mod fair;
+mod force;
 mod handover;
 mod inbox;
 mod inbox_line;

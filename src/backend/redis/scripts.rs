@@ -25,6 +25,7 @@ const SHARED_ABANDON_BODY: &str = include_str!("shared_abandon.lua");
 const PLAIN_RELEASE_BODY: &str = include_str!("plain_release.lua");
 const GRANT_ON_BODY: &str = include_str!("grant_on.lua");
 const INSPECT_BODY: &str = include_str!("inspect.lua");
+const FORCE_RELEASE_BODY: &str = include_str!("force_release.lua");
 
 /// Whether `text` uses the identifier `name` (not as part of a longer identifier).
 fn uses(text: &str, name: &str) -> bool {
@@ -147,6 +148,8 @@ pub(crate) struct Scripts {
     pub(crate) grant_on: Script,
     /// Read one lock's whole state, changing nothing.
     pub(crate) inspect: Script,
+    /// End every hold of a lock and pass it on, moving its fencing counter past them all.
+    pub(crate) force_release: Script,
     /// Every source, for loading them up front.
     pub(crate) sources: Vec<String>,
     /// Whether a call declares every key of a lock its script touches (see
@@ -172,6 +175,7 @@ impl Scripts {
             PLAIN_RELEASE_BODY,
             GRANT_ON_BODY,
             INSPECT_BODY,
+            FORCE_RELEASE_BODY,
         ];
         let sources: Vec<String> = bodies.map(|body| adapt(assemble(body))).into();
         let script = |i: usize| Script::new(&sources[i]);
@@ -189,6 +193,7 @@ impl Scripts {
             plain_release: script(10),
             grant_on: script(11),
             inspect: script(12),
+            force_release: script(13),
             sources,
             declare_keys,
         }
