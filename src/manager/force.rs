@@ -14,7 +14,8 @@ impl LockManager {
     /// that a store that checks tokens refuses their late writes. An old holder learns of it
     /// at its next renewal, within a third of the lease: its guard's `lost()` fires. Until
     /// then it may still believe it holds the lock; only fencing tokens protect against it.
-    /// On Redis it is one script call on the lock's server. Not available on a quorum yet
+    /// On Redis it is one script call on the lock's server (on a cluster, the lock's shard).
+    /// Not available on a quorum yet
     /// ([`LockError::Unsupported`]); [`LockError::Unavailable`] when the server cannot be
     /// reached. Each forced release is logged at WARN.
     ///

@@ -16,8 +16,9 @@ const TOKEN_BLOCK: u64 = 64;
 /// The short lease of the old holders: their watchdog renews every 200 ms.
 const SHORT_LEASE: Duration = Duration::from_millis(600);
 
-/// Each test on the memory backend and on its own redis-server.
-macro_rules! on_memory_and_redis {
+/// Each test on the memory backend, on its own redis-server and (feature `cluster`) on its own
+/// Redis Cluster.
+macro_rules! on_every_backend {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -29,11 +30,17 @@ macro_rules! on_memory_and_redis {
             async fn redis() {
                 super::$name(crate::support::fixture::Fixture::redis()).await;
             }
+
+            #[cfg(feature = "cluster")]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn cluster() {
+                super::$name(crate::support::fixture::Fixture::cluster()).await;
+            }
         }
     )*};
 }
 
-on_memory_and_redis!(
+on_every_backend!(
     a_held_lock_goes_to_its_waiter_above_every_old_token,
     a_fair_queue_goes_on_in_order,
     every_read_hold_ends_and_the_write_waiter_gets_the_lock,
@@ -45,16 +52,16 @@ on_memory_and_redis!(
 /// (in memory, one manager is every process).
 async fn managers(fx: &Fixture) -> (LockManager, LockManager) {
     let builder = LockManager::builder().lease(SHORT_LEASE);
-    match fx.server() {
-        Some(server) => {
-            let holder = builder.redis(server.url()).build().await.expect("manager");
-            (holder, fx.manager().await)
-        }
-        None => {
+    let builder = match fx {
+        Fixture::Memory(_) => {
             let m = builder.build().await.expect("memory manager");
-            (m.clone(), m)
+            return (m.clone(), m);
         }
-    }
+        Fixture::Redis(server) => builder.redis(server.url()),
+        #[cfg(feature = "cluster")]
+        Fixture::Cluster(cluster) => builder.cluster(cluster.urls()),
+    };
+    (builder.build().await.expect("manager"), fx.manager().await)
 }
 
 /// The state of `key`, once `ready` holds for it (a waiter reaches the server after its call).
