@@ -84,6 +84,16 @@ pub struct HolderState {
     /// How long until the lease runs out unless renewed, by the server's clock; `None` when the
     /// backend keeps no expiry for it.
     pub lease_left: Option<Duration>,
+    /// How long the hold has existed, by the server's clock; `None` when the backend did not
+    /// record when it began.
+    pub held_for: Option<Duration>,
+    /// The holder's process, as its manager names itself (`LockManagerBuilder::label`; the host
+    /// name and process id by default); `None` when the manager is gone or named none.
+    pub label: Option<String>,
+    /// The request that took the hold through the layer: its method and matched route or key
+    /// pattern, as `GET /accounts/{id}`; never its query string or headers. `None` for a hold
+    /// taken by the direct API, or when the layer was told not to record it.
+    pub request: Option<String>,
 }
 
 /// One waiter of a lock.
@@ -101,6 +111,8 @@ pub struct WaiterState {
     pub mode: Mode,
     /// How long it has waited, by the server's clock, when the backend records it.
     pub waited: Option<Duration>,
+    /// The waiter's process, as its manager names itself; `None` when the manager named none.
+    pub label: Option<String>,
 }
 
 /// The manager id of an owner id (`<manager id>:<n>`) or a waiter (`<owner id>|...`).

@@ -59,6 +59,9 @@ fn inspect_in(table: &mut Table, id: &LockId, key: &str, now: Instant) -> LockSt
             token: Some(held.token),
             count: held.count,
             lease_left: Some(held.expires.saturating_duration_since(now)),
+            held_for: None,
+            label: None,
+            request: None,
         });
     }
     if let Some(queue) = table.queues.get(id) {
@@ -90,6 +93,9 @@ fn inspect_in(table: &mut Table, id: &LockId, key: &str, now: Instant) -> LockSt
                 token: Some(hold.token),
                 count: hold.count,
                 lease_left: Some(hold.expires.saturating_duration_since(now)),
+                held_for: None,
+                label: None,
+                request: None,
             });
         }
         for waiter in &lock.queue {
@@ -110,5 +116,6 @@ fn waiter_state(waiter: &str, mode: Mode) -> WaiterState {
         manager: manager_of(waiter).to_owned(),
         mode,
         waited: None::<Duration>,
+        label: None,
     }
 }

@@ -163,6 +163,7 @@ fn waiter_state(waiter: String, mode: Mode, waited: Option<Duration>) -> WaiterS
         waiter,
         mode,
         waited,
+        label: None,
     }
 }
 
@@ -186,6 +187,9 @@ fn plain_holder(state: &mut LockState, value: &str, lease: Option<Duration>) {
         token: None,
         count: 1,
         lease_left: lease,
+        held_for: None,
+        label: None,
+        request: None,
     });
 }
 
@@ -225,6 +229,9 @@ fn hash_holders(
                 token: token("#t"),
                 count: count(owner),
                 lease_left: lease,
+                held_for: None,
+                label: None,
+                request: None,
             });
         }
         return;
@@ -247,6 +254,9 @@ fn hash_holders(
             token: token(&format!("#t:{owner}")),
             count: count(owner),
             lease_left: Some(Duration::from_millis(expiry - now_ms)),
+            held_for: None,
+            label: None,
+            request: None,
         });
     }
 }
