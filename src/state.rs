@@ -87,12 +87,15 @@ pub struct HolderState {
     /// How long the hold has existed, by the server's clock; `None` when the backend did not
     /// record when it began.
     pub held_for: Option<Duration>,
-    /// The holder's process, as its manager names itself (`LockManagerBuilder::label`; the host
-    /// name and process id by default); `None` when the manager is gone or named none.
+    /// The holder's process, as its manager names itself
+    /// ([`LockManagerBuilder::label`](crate::LockManagerBuilder::label); the host name and
+    /// process id by default). It travels with the acquisition, so it outlives its manager.
     pub label: Option<String>,
-    /// The request that took the hold through the layer: its method and matched route or key
-    /// pattern, as `GET /accounts/{id}`; never its query string or headers. `None` for a hold
-    /// taken by the direct API, or when the layer was told not to record it.
+    /// The request the hold serves: through the layer, its method and matched route, as
+    /// `GET /accounts/{id}` (never its query string or headers); else what its owner was named
+    /// ([`LockOwner::request`](crate::LockOwner::request)). `None` when nothing named it. After a
+    /// hand-off within a process (cohorts, read groups), the request that took it from the
+    /// server.
     pub request: Option<String>,
 }
 
@@ -109,11 +112,30 @@ pub struct WaiterState {
     pub manager: String,
     /// What it waits for: fair, read, write, a permit, or exclusive (a waiting manager).
     pub mode: Mode,
-    /// How long it has waited, by the server's clock, when the backend records it.
+    /// How long it has waited, by the server's clock, when the backend records it (memory
+    /// records nothing of a wait: neither its start nor its request).
     pub waited: Option<Duration>,
-    /// The waiter's process, as its manager names itself; `None` when the manager named none.
+    /// The waiter's process, as its manager names itself; `None` for a manager waiting in
+    /// exclusive mode, which records only its id.
     pub label: Option<String>,
 }
+
+/// `text` fit to travel in a lock's state: tabs, line breaks and `|` (the separators of the
+/// stored form) as spaces, at most [`MAX_LABEL`] bytes.
+pub(crate) fn clean_label(text: &str) -> std::sync::Arc<str> {
+    let mut end = text.len().min(MAX_LABEL);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let separators = ['\t', '\n', '\r', '|'];
+    if text[..end].contains(separators) {
+        return text[..end].replace(separators, " ").into();
+    }
+    text[..end].into()
+}
+
+/// The longest process label or request name kept, in bytes.
+pub(crate) const MAX_LABEL: usize = 200;
 
 /// The manager id of an owner id (`<manager id>:<n>`) or a waiter (`<owner id>|...`).
 pub(crate) fn manager_of(owner: &str) -> &str {

@@ -205,3 +205,68 @@ async fn late_write_of_a_paused_holder_is_refused() {
     })
     .await;
 }
+
+/// The watchdog lease of the holder an operator forces out: its renewals come every third of it.
+const WATCHED_LEASE: Duration = Duration::from_secs(3);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_release_fences_the_old_holder_out() {
+    let server = RedisServer::start();
+    let ma = LockManager::builder()
+        .redis(server.url())
+        .lease(WATCHED_LEASE)
+        .build()
+        .await
+        .expect("redis manager");
+    let mb = manager(&server).await;
+    with_accounts_table("forced", move |table| async move {
+        let (db_a, db_b) = (connect().await, connect().await);
+        let key = format!("{table}:{ACCOUNT}");
+        // A holds the lock, kept by its watchdog, and reads the balance; then it hangs
+        let a = ma
+            .acquire(&key, &LockOptions::exclusive())
+            .await
+            .expect("A");
+        let (token_a, (balance_a, _)) = (a.fencing_token(), read(&db_a, &table).await);
+        let b = tokio::spawn({
+            let (mb, key) = (mb.clone(), key.clone());
+            async move {
+                let opts = LockOptions::exclusive().wait_timeout(PATIENCE);
+                mb.acquire(&key, &opts).await.expect("B acquires")
+            }
+        });
+        while mb.inspect(&key).await.expect("inspect").waiters.is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // an operator forces the lock on to B, which writes
+        let forced_at = std::time::Instant::now();
+        assert!(mb.force_release(&key).await.expect("force_release"));
+        let b = tokio::time::timeout(PATIENCE, b)
+            .await
+            .expect("B gets it")
+            .unwrap();
+        assert!(
+            b.fencing_token() > token_a,
+            "{} > {token_a}",
+            b.fencing_token()
+        );
+        let (balance, _) = read(&db_b, &table).await;
+        assert_eq!(
+            fenced_write(&db_b, &table, b.fencing_token(), balance + 5).await,
+            1
+        );
+        // A learns at its next renewal; its late write is refused all the same
+        let bound = WATCHED_LEASE / 3 + Duration::from_millis(100);
+        tokio::time::timeout(bound.saturating_sub(forced_at.elapsed()), a.lost())
+            .await
+            .unwrap_or_else(|_| panic!("A's lost() fires within {bound:?} of the force"));
+        assert_eq!(
+            fenced_write(&db_a, &table, token_a, balance_a + 10).await,
+            0,
+            "PostgreSQL refuses the forced-out holder's write"
+        );
+        assert_eq!(read(&db_a, &table).await, (5, b.fencing_token()));
+        b.release().await.expect("B releases");
+    })
+    .await;
+}

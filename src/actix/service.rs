@@ -96,6 +96,9 @@ where
         let owner = owner(&self.manager, &mut *req.extensions_mut());
         Box::pin(async move {
             let options = &policy.options;
+            let route = req.match_pattern();
+            let route = route.as_deref().unwrap_or(req.path());
+            let owner = options.owner_for(owner, req.method().as_str(), route);
             let options_of_method = options.clone().for_method(req.method().as_str());
             let acquired = options_of_method.acquire(owner, keys.into_sorted(), None);
             let guards = match acquired.await {

@@ -38,6 +38,10 @@ pub(crate) struct AcquireRequest<'a> {
     /// is not the owner's any more, and the attempt replaces it with a fresh one under a new
     /// token. With `None`, a fair lock may also be taken on Redis's plain path.
     pub(crate) held: Option<u64>,
+    /// The label of this process, for lock states (`LockManagerBuilder::label`).
+    pub(crate) label: &'a str,
+    /// The work the hold serves (`LockOptions::request`), for lock states.
+    pub(crate) request: Option<&'a str>,
 }
 
 /// Tokens the backend reserves with every acquisition: its own and the ones after it, for local

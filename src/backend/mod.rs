@@ -258,47 +258,42 @@ impl Backend {
         }
     }
 
-    /// The state of lock `id`, named `key` in the answer, read at one instant; `None` where this
-    /// backend cannot read it in one step (a quorum: one state per master, to come).
-    pub(crate) async fn inspect(
-        &self,
-        id: &LockId,
-        key: &str,
-    ) -> Result<Option<LockState>, BoxError> {
+    /// The state of lock `id`, named `key` in the answer, read at one instant (on a quorum, at
+    /// one instant per master).
+    pub(crate) async fn inspect(&self, id: &LockId, key: &str) -> Result<LockState, BoxError> {
         match self {
-            Backend::Memory(m) => Ok(Some(m.inspect(id, key))),
+            Backend::Memory(m) => Ok(m.inspect(id, key)),
             #[cfg(feature = "redis")]
-            Backend::Redis(r) => r.inspect(id, key).await.map(Some),
+            Backend::Redis(r) => r.inspect(id, key).await,
             #[cfg(feature = "redis")]
-            Backend::Quorum(_) => Ok(None),
+            Backend::Quorum(q) => q.inspect(id, key).await,
         }
     }
 
-    /// The held or waited-for locks whose names start with `prefix`, `limit` at most; `None`
-    /// where this backend cannot list them yet (a cluster, a quorum).
+    /// The held or waited-for locks whose names start with `prefix`, `limit` at most.
     pub(crate) async fn list(
         &self,
         prefix: &str,
         limit: usize,
-    ) -> Result<Option<Vec<LockState>>, BoxError> {
+    ) -> Result<Vec<LockState>, BoxError> {
         match self {
-            Backend::Memory(m) => Ok(Some(m.list(prefix, limit))),
+            Backend::Memory(m) => Ok(m.list(prefix, limit)),
             #[cfg(feature = "redis")]
             Backend::Redis(r) => r.list(prefix, limit).await,
             #[cfg(feature = "redis")]
-            Backend::Quorum(_) => Ok(None),
+            Backend::Quorum(q) => q.list(prefix, limit).await,
         }
     }
 
     /// End every hold of lock `id` now and pass it on as a release does; true when a hold was
-    /// ended. `None` where this backend cannot do it in one step (a quorum: to come).
-    pub(crate) async fn force_release(&self, id: &LockId) -> Result<Option<bool>, BoxError> {
+    /// ended.
+    pub(crate) async fn force_release(&self, id: &LockId) -> Result<bool, BoxError> {
         match self {
-            Backend::Memory(m) => Ok(Some(m.force_release(id))),
+            Backend::Memory(m) => Ok(m.force_release(id)),
             #[cfg(feature = "redis")]
-            Backend::Redis(r) => r.force_release(id).await.map(Some),
+            Backend::Redis(r) => r.force_release(id).await,
             #[cfg(feature = "redis")]
-            Backend::Quorum(_) => Ok(None),
+            Backend::Quorum(q) => q.force_release(id).await,
         }
     }
 
@@ -328,7 +323,8 @@ mod tests {
     #[test]
     fn an_attempt_and_a_release_stay_small() {
         let waiters = Arc::new(WaitRegistry::default());
-        let backend = Backend::Memory(memory::MemoryBackend::new(waiters, Duration::from_secs(5)));
+        let memory = memory::MemoryBackend::new(waiters, Duration::from_secs(5), Arc::from("test"));
+        let backend = Backend::Memory(memory);
         let (id, owner) = (LockId::new("small"), OwnerId::new("m:1"));
         let req = AcquireRequest {
             id: &id,
@@ -341,6 +337,8 @@ mod tests {
             queued: false,
             leader: false,
             held: None,
+            label: "test",
+            request: None,
         };
         let attempt = backend.try_acquire(&req);
         let release = backend.release(&id, &owner, Mode::Exclusive, 1, None);

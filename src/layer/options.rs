@@ -91,6 +91,12 @@ impl<K> LockLayer<K> {
         self.with_options(RequestOptions::hold_until_body_end)
     }
 
+    /// Whether each hold names the request that took it: see
+    /// [`RequestOptions::record_requests`].
+    pub fn record_requests(self, record: bool) -> Self {
+        self.with_options(|options| options.record_requests(record))
+    }
+
     /// The `Retry-After` of rejections that invite a retry: see [`RequestOptions::retry_after`].
     pub fn retry_after(self, after: Duration) -> Self {
         self.with_options(|options| options.retry_after(after))

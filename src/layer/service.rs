@@ -112,6 +112,7 @@ where
             return ResponseFuture::new(Acquire::Nothing, inner, req, policy, grpc);
         }
         let owner = owner(&self.manager, req.extensions_mut());
+        let owner = (policy.options).owner_for(owner, req.method().as_str(), route(&req));
         let cap = grpc
             .then(|| {
                 let header = req.headers().get("grpc-timeout");
@@ -127,4 +128,14 @@ where
         );
         ResponseFuture::new(Acquire::Locks(acquire), inner, req, policy, grpc)
     }
+}
+
+/// The route a request matched, as the router tells it (axum's `MatchedPath`), else its path:
+/// never its query string.
+fn route<B>(req: &Request<B>) -> &str {
+    #[cfg(feature = "axum")]
+    if let Some(matched) = req.extensions().get::<axum::extract::MatchedPath>() {
+        return matched.as_str();
+    }
+    req.uri().path()
 }

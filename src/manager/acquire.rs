@@ -145,6 +145,8 @@ struct Acquisition<'a> {
     busy_since: Option<Instant>,
     /// The owner is a leader's id, made for this hold (see `AcquireRequest`).
     leader: bool,
+    /// The work the hold serves (`LockOptions::request`).
+    request: Option<Arc<str>>,
     /// The turn of the attempt out, or of the one that took the lock until its hold is among the
     /// live guards (see `turns.rs`).
     turn: Option<Arc<Turn>>,
@@ -171,6 +173,7 @@ impl<'a> Acquisition<'a> {
             busy_attempts: 0,
             busy_since: None,
             leader: req.leader,
+            request: req.request.cloned(),
             turn: None,
         }
     }

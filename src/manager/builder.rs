@@ -11,6 +11,10 @@ use crate::backend::{quorum, redis};
 use crate::backend::{Backend, Wiring};
 use crate::error::LockError;
 
+mod label;
+
+pub(crate) use label::default_label;
+
 /// How long one Redis command may take before the operation fails as unavailable.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -44,6 +48,7 @@ pub struct LockManagerBuilder {
     node_timeout: Duration,
     pool_size: u32,
     handoffs: u32,
+    label: Option<Arc<str>>,
     target: Target,
 }
 
@@ -72,6 +77,7 @@ impl Default for LockManagerBuilder {
             node_timeout: DEFAULT_NODE_TIMEOUT,
             pool_size: 1,
             handoffs: DEFAULT_HANDOFFS,
+            label: None,
             target: Target::Memory,
         }
     }
@@ -368,6 +374,7 @@ impl LockManagerBuilder {
             lease: self.lease,
             eviction: self.eviction,
             handoffs: self.handoffs,
+            label: self.label.clone().unwrap_or_else(label::default_label),
         }
     }
 

@@ -24,6 +24,8 @@ pub(super) struct Request<'a> {
     pub(super) id: &'a LockId,
     pub(super) opts: &'a LockOptions,
     pub(super) owner: &'a OwnerId,
+    /// The request the owner serves (`LockOwner::request`).
+    pub(super) request: Option<&'a Arc<str>>,
     /// Whether it may wait (else one attempt: `Ok(None)` when busy).
     pub(super) wait: bool,
     /// Whether `owner` is a leader's id, made for this one hold (see `AcquireRequest`).
@@ -47,12 +49,13 @@ impl<'a> Request<'a> {
 }
 
 impl Shared {
-    /// Acquire `key` for `owner`; with `wait` false, one attempt only (`Ok(None)` when busy).
+    /// Acquire `key` for `owner` (its id, and the request it serves); with `wait` false, one
+    /// attempt only (`Ok(None)` when busy).
     pub(crate) async fn acquire(
         self: &Arc<Self>,
         key: &str,
         opts: &LockOptions,
-        owner: &OwnerId,
+        owner: (&OwnerId, Option<&Arc<str>>),
         wait: bool,
     ) -> Result<Option<LockGuard>, LockError> {
         let record = AcquisitionRecord::start(key, opts.mode_value());
@@ -66,7 +69,7 @@ impl Shared {
         self: &Arc<Self>,
         key: &str,
         opts: &LockOptions,
-        owner: &OwnerId,
+        (owner, request): (&OwnerId, Option<&Arc<str>>),
         wait: bool,
     ) -> Result<Option<LockGuard>, LockError> {
         let lock_key = LockKey::new(key)?;
@@ -80,6 +83,7 @@ impl Shared {
             id: &id,
             opts,
             owner,
+            request,
             wait,
             leader: false,
         };

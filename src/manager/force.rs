@@ -14,10 +14,10 @@ impl LockManager {
     /// that a store that checks tokens refuses their late writes. An old holder learns of it
     /// at its next renewal, within a third of the lease: its guard's `lost()` fires. Until
     /// then it may still believe it holds the lock; only fencing tokens protect against it.
-    /// On Redis it is one script call on the lock's server (on a cluster, the lock's shard).
-    /// Not available on a quorum yet
-    /// ([`LockError::Unsupported`]); [`LockError::Unavailable`] when the server cannot be
-    /// reached. Each forced release is logged at WARN.
+    /// On Redis it is one script call on the lock's server (on a cluster, the lock's shard; on
+    /// a quorum, on every master that answers, a majority at least);
+    /// [`LockError::Unavailable`] when the server cannot be reached. Each forced release is
+    /// logged at WARN.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -40,10 +40,6 @@ impl LockManager {
                 key: key.to_owned(),
                 source,
             }
-        })?;
-        let ended = ended.ok_or_else(|| LockError::Unsupported {
-            key: key.to_owned(),
-            what: "forcing the release of a lock of a quorum".to_owned(),
         })?;
         if ended {
             tracing::warn!(

@@ -17,9 +17,10 @@ impl LockManager {
     ///
     /// On Redis it is one read-only script call on the lock's server (on a cluster, the lock's
     /// shard), so the holders and waiters shown existed together, with leases and wait times by
-    /// the server's clock. A free lock is a state with no holders, not an error. Not available
-    /// on a quorum yet ([`LockError::Unsupported`]); [`LockError::Unavailable`] when the server
-    /// cannot be reached.
+    /// the server's clock. On a quorum each master is read so, and a hold shows where a majority
+    /// keeps it (its token: the highest a master issued for it). A free lock is a state with no
+    /// holders, not an error; [`LockError::Unavailable`] when the server (a majority of
+    /// masters) cannot be reached.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -37,15 +38,9 @@ impl LockManager {
             return Err(LockError::Closed);
         }
         let id = self.shared.backend.lock_id(&LockKey::new(key)?);
-        let state = (self.shared.backend.inspect(&id, key).await).map_err(|source| {
-            LockError::Unavailable {
-                key: key.to_owned(),
-                source,
-            }
-        })?;
-        state.ok_or_else(|| LockError::Unsupported {
+        (self.shared.backend.inspect(&id, key).await).map_err(|source| LockError::Unavailable {
             key: key.to_owned(),
-            what: "inspecting a lock of a quorum".to_owned(),
+            source,
         })
     }
 
@@ -63,8 +58,8 @@ impl LockManager {
     /// On Redis the locks are found with SCAN (never KEYS, which would stall the server), and
     /// each is read as [`inspect`](LockManager::inspect) reads it: each state is consistent,
     /// the list is not one instant. A name too long to be stored as itself (over 200 bytes
-    /// escaped) is stored hashed, so no prefix but `""` finds it. Not available on a cluster or
-    /// a quorum yet ([`LockError::Unsupported`]).
+    /// escaped) is stored hashed, so no prefix but `""` finds it. On a cluster SCAN walks every
+    /// master; on a quorum, every master that answers.
     pub async fn list_limited(
         &self,
         prefix: &str,
@@ -73,15 +68,9 @@ impl LockManager {
         if self.shared.closing.is_closed() {
             return Err(LockError::Closed);
         }
-        let states = (self.shared.backend.list(prefix, limit).await).map_err(|source| {
-            LockError::Unavailable {
-                key: prefix.to_owned(),
-                source,
-            }
-        })?;
-        states.ok_or_else(|| LockError::Unsupported {
+        (self.shared.backend.list(prefix, limit).await).map_err(|source| LockError::Unavailable {
             key: prefix.to_owned(),
-            what: "listing the locks of a cluster or a quorum".to_owned(),
+            source,
         })
     }
 }

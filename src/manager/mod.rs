@@ -85,12 +85,14 @@ pub struct LockManager {
 }
 
 /// Timing settings of one manager.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Timing {
     pub(crate) lease: Duration,
     pub(crate) eviction: Duration,
     /// Local hand-offs of a cohort in a row (see `cohort.rs`).
     pub(crate) handoffs: u32,
+    /// This process's name in lock states (`LockManagerBuilder::label`).
+    pub(crate) label: Arc<str>,
 }
 
 /// What the manager, its owners and its guards share.
@@ -112,6 +114,8 @@ pub(crate) struct Shared {
     pub(crate) claim: Duration,
     /// Random id of this manager; owner ids extend it.
     pub(crate) id: Arc<str>,
+    /// This process's name in lock states, sent with each acquisition.
+    pub(crate) label: Arc<str>,
     next_owner: AtomicU64,
     /// The watchdog task (spawned on first use).
     watchdog: WatchdogTask,
@@ -169,6 +173,7 @@ impl Shared {
             lease: timing.lease,
             claim: timing.eviction,
             id: wiring.manager_id,
+            label: timing.label,
             next_owner: AtomicU64::new(1),
             watchdog: WatchdogTask::new(watchdog, queue, stop),
             inbox_stop: Mutex::new(inbox_stop),

@@ -19,12 +19,17 @@ impl LockManager {
             lease: DEFAULT_LEASE,
             eviction: DEFAULT_FAIR_EVICTION,
             handoffs: DEFAULT_HANDOFFS,
+            label: super::builder::default_label(),
         })
     }
 
     pub(crate) fn memory_with(timing: Timing) -> LockManager {
         let (wiring, queue) = Wiring::new(new_manager_id());
-        let memory = MemoryBackend::new(wiring.waiters.clone(), timing.eviction);
+        let memory = MemoryBackend::new(
+            wiring.waiters.clone(),
+            timing.eviction,
+            timing.label.clone(),
+        );
         let backend = Arc::new(Backend::Memory(memory));
         let shared = Shared::new(backend, wiring, queue, timing, None);
         LockManager {

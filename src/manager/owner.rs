@@ -17,11 +17,28 @@ use crate::options::LockOptions;
 pub struct LockOwner {
     id: OwnerId,
     manager: LockManager,
+    /// The request it serves, as lock states show it.
+    request: Option<Arc<str>>,
 }
 
 impl LockOwner {
     pub(super) fn new(id: OwnerId, manager: LockManager) -> Self {
-        LockOwner { id, manager }
+        LockOwner {
+            id,
+            manager,
+            request: None,
+        }
+    }
+
+    /// Name the request (or job) this owner serves, as [`LockManager::inspect`] shows its
+    /// holds to operators.
+    ///
+    /// The layer names each request's owner by its method and matched route. A job names its
+    /// own, so that "who holds it" has an answer a person can act on. Tabs, line breaks and `|`
+    /// become spaces, and the name is cut at 200 bytes: it travels with every acquisition.
+    pub fn request(mut self, what: impl AsRef<str>) -> Self {
+        self.request = Some(crate::state::clean_label(what.as_ref()));
+        self
     }
 
     /// Wait for the lock `key` and hold it; re-enters a lock this owner already holds.
@@ -30,7 +47,7 @@ impl LockOwner {
         let guard = self
             .manager
             .shared
-            .acquire(key, opts, &self.id, true)
+            .acquire(key, opts, (&self.id, self.request.as_ref()), true)
             .await?;
         guard.ok_or_else(|| LockError::Timeout {
             key: key.to_owned(),
@@ -48,7 +65,7 @@ impl LockOwner {
         self.manager.supports(key, opts)?;
         self.manager
             .shared
-            .acquire(key, opts, &self.id, false)
+            .acquire(key, opts, (&self.id, self.request.as_ref()), false)
             .await
     }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::acquire::WaitCounts;
 use super::metrics;
 use super::reject::{RejectReason, Rejection};
+use crate::manager::LockOwner;
 use crate::options::{LockOptions, Mode};
 
 /// The default wait timeout of a layer: long enough for a queue of short handlers, short enough that
@@ -83,6 +84,8 @@ pub struct RequestOptions {
     pub(crate) retry_after: Duration,
     /// Methods that take read holds (every other method a write hold), when set.
     pub(crate) read_methods: Option<Arc<[Box<str>]>>,
+    /// Each hold names its request (method and route) for `LockManager::inspect`.
+    pub(crate) record_requests: bool,
 }
 
 impl Default for RequestOptions {
@@ -98,6 +101,7 @@ impl Default for RequestOptions {
             hold_body: false,
             retry_after: DEFAULT_RETRY_AFTER,
             read_methods: None,
+            record_requests: true,
         }
     }
 }
@@ -199,6 +203,25 @@ impl RequestOptions {
             let read = read_methods.iter().any(|m| m.eq_ignore_ascii_case(method));
             self.lock = self.lock.mode(if read { Mode::Read } else { Mode::Write });
         }
+        self
+    }
+
+    /// `owner` named for a request of `method` to `route` (its matched route, else its path),
+    /// unless [`record_requests`](Self::record_requests) is off.
+    pub(crate) fn owner_for(&self, owner: LockOwner, method: &str, route: &str) -> LockOwner {
+        if !self.record_requests {
+            return owner;
+        }
+        owner.request(format!("{method} {route}"))
+    }
+
+    /// Whether each hold names the request that took it, as
+    /// [`LockManager::inspect`](crate::LockManager::inspect) shows it: its method and matched
+    /// route (axum's `MatchedPath`, actix-web's match pattern), else its path; never its query
+    /// string or headers. On by default: "which request holds account 42" is the first question
+    /// when one hangs. Turn it off when even a path must not leave the process.
+    pub fn record_requests(mut self, record: bool) -> Self {
+        self.record_requests = record;
         self
     }
 

@@ -31,6 +31,7 @@ const SETUSER: &[&str] = &[
     "+del",
     "+exists",
     "+get",
+    "+getdel",
     "+hdel",
     "+hexists",
     "+hget",

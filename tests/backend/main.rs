@@ -19,6 +19,7 @@ mod force_release;
 mod frozen_server;
 mod hand_over;
 mod inspect;
+mod inspect_meta;
 mod lease_deadlines;
 mod link;
 mod messages;

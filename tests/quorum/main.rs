@@ -5,6 +5,7 @@
 mod support;
 
 mod faults;
+mod inspect;
 mod layer;
 mod locks;
 mod ping;

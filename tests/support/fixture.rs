@@ -47,6 +47,19 @@ impl Fixture {
         }
     }
 
+    /// A manager as [`manager`](Self::manager) makes it, naming its process `label` (in memory,
+    /// the one manager keeps its default label: the host name and process id).
+    pub async fn labelled(&self, label: &str) -> LockManager {
+        let builder = LockManager::builder().label(label);
+        match self {
+            Fixture::Memory(m) => return m.clone(),
+            Fixture::Redis(server) => builder.redis(server.url()).build().await,
+            #[cfg(feature = "cluster")]
+            Fixture::Cluster(cluster) => builder.cluster(cluster.urls()).build().await,
+        }
+        .expect("manager")
+    }
+
     /// The standalone redis-server, if any.
     pub fn server(&self) -> Option<&RedisServer> {
         match self {

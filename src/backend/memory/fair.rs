@@ -95,6 +95,7 @@ impl MemoryBackend {
                 token,
                 expires: now + self.claim,
                 mode: crate::options::Mode::Fair,
+                meta: super::HoldMeta::new(now, None),
             };
             table.insert(id, held, now);
             if self.waiters.grant(id, &head, token) {
@@ -166,13 +167,15 @@ mod tests {
             queued,
             leader: false,
             held: None,
+            label: "test",
+            request: None,
         }
     }
 
     #[test]
     fn waiters_that_leave_leave_no_queue_behind() {
         let waiters: Arc<WaitRegistry> = Arc::default();
-        let backend = MemoryBackend::new(waiters, Duration::from_secs(1));
+        let backend = MemoryBackend::new(waiters, Duration::from_secs(1), Arc::from("test"));
         let (a, b) = (LockId::new("a"), LockId::new("b"));
         let (holder, waiter) = (OwnerId::new("holder"), OwnerId::new("waiter"));
         assert!(matches!(

@@ -14,7 +14,7 @@ impl MemoryBackend {
     /// waiting manager is on Redis: only fair and shared queues show.
     pub(crate) fn inspect(&self, id: &LockId, key: &str) -> LockState {
         let mut table = self.table();
-        inspect_in(&mut table, id, key, Instant::now())
+        inspect_in(&mut table, id, key, Instant::now(), &self.label)
     }
 
     /// The held or waited-for locks whose names start with `prefix`, `limit` at most, by name.
@@ -29,7 +29,9 @@ impl MemoryBackend {
             .collect();
         names.sort_by_key(|id| id.to_string());
         names.dedup_by(|a, b| **a == **b);
-        let states = names.iter().map(|id| inspect_in(&mut table, id, id, now));
+        let states = names
+            .iter()
+            .map(|id| inspect_in(&mut table, id, id, now, &self.label));
         states
             .filter(|state| !state.is_idle())
             .take(limit)
@@ -38,7 +40,7 @@ impl MemoryBackend {
 }
 
 /// The state of lock `id` in `table` at `now`.
-fn inspect_in(table: &mut Table, id: &LockId, key: &str, now: Instant) -> LockState {
+fn inspect_in(table: &mut Table, id: &LockId, key: &str, now: Instant, label: &str) -> LockState {
     let mut state = LockState {
         key: key.to_owned(),
         family: None,
@@ -59,9 +61,9 @@ fn inspect_in(table: &mut Table, id: &LockId, key: &str, now: Instant) -> LockSt
             token: Some(held.token),
             count: held.count,
             lease_left: Some(held.expires.saturating_duration_since(now)),
-            held_for: None,
-            label: None,
-            request: None,
+            held_for: Some(now.saturating_duration_since(held.meta.began)),
+            label: Some(label.to_owned()),
+            request: held.meta.request.as_deref().map(str::to_owned),
         });
     }
     if let Some(queue) = table.queues.get(id) {
@@ -69,7 +71,7 @@ fn inspect_in(table: &mut Table, id: &LockId, key: &str, now: Instant) -> LockSt
             state.family.get_or_insert(LockFamily::Fair);
         }
         for waiter in queue {
-            state.waiters.push(waiter_state(waiter, Mode::Fair));
+            state.waiters.push(waiter_state(waiter, Mode::Fair, label));
         }
     }
     if let Some(lock) = table.shared.get(id) {
@@ -93,16 +95,16 @@ fn inspect_in(table: &mut Table, id: &LockId, key: &str, now: Instant) -> LockSt
                 token: Some(hold.token),
                 count: hold.count,
                 lease_left: Some(hold.expires.saturating_duration_since(now)),
-                held_for: None,
-                label: None,
-                request: None,
+                held_for: Some(now.saturating_duration_since(hold.meta.began)),
+                label: Some(label.to_owned()),
+                request: hold.meta.request.as_deref().map(str::to_owned),
             });
         }
         for waiter in &lock.queue {
             let kind = waiter.chars().next_back().unwrap_or('n');
             state
                 .waiters
-                .push(waiter_state(waiter, shared_mode(kind, Some(family))));
+                .push(waiter_state(waiter, shared_mode(kind, Some(family)), label));
         }
     }
     state.last_token = state.holders.iter().filter_map(|h| h.token).max();
@@ -110,12 +112,12 @@ fn inspect_in(table: &mut Table, id: &LockId, key: &str, now: Instant) -> LockSt
 }
 
 /// One queued waiter, named `waiter`; memory keeps no time of arrival.
-fn waiter_state(waiter: &str, mode: Mode) -> WaiterState {
+fn waiter_state(waiter: &str, mode: Mode, label: &str) -> WaiterState {
     WaiterState {
         waiter: waiter.to_owned(),
         manager: manager_of(waiter).to_owned(),
         mode,
         waited: None::<Duration>,
-        label: None,
+        label: Some(label.to_owned()),
     }
 }

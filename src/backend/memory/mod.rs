@@ -26,6 +26,24 @@ struct Holder {
     expires: Instant,
     /// One lock takes one mode: requests of the other are refused while it is held.
     mode: Mode,
+    meta: HoldMeta,
+}
+
+/// What `inspect` shows of a hold: when it began and the request it serves.
+#[derive(Debug, Clone)]
+pub(super) struct HoldMeta {
+    pub(super) began: Instant,
+    pub(super) request: Option<Arc<str>>,
+}
+
+impl HoldMeta {
+    /// A hold beginning `now` for `request`.
+    pub(super) fn new(now: Instant, request: Option<&str>) -> Self {
+        HoldMeta {
+            began: now,
+            request: request.map(Arc::from),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -67,12 +85,14 @@ pub(crate) struct MemoryBackend {
     waiters: Arc<WaitRegistry>,
     /// The lease a fair grant starts with, until the new holder's manager extends it.
     claim: Duration,
+    /// The label of this process, as lock states show it.
+    label: Arc<str>,
 }
 
 const MIN_SWEEP: usize = 1024;
 
 impl MemoryBackend {
-    pub(crate) fn new(waiters: Arc<WaitRegistry>, claim: Duration) -> Self {
+    pub(crate) fn new(waiters: Arc<WaitRegistry>, claim: Duration, label: Arc<str>) -> Self {
         MemoryBackend {
             table: Mutex::new(Table {
                 sweep_at: MIN_SWEEP,
@@ -81,6 +101,7 @@ impl MemoryBackend {
             last_token: AtomicU64::new(0),
             waiters,
             claim,
+            label,
         }
     }
 
@@ -140,6 +161,9 @@ impl MemoryBackend {
                 // a queued fair request finding itself the holder found its grant, not a re-entry
                 if !(req.queued && req.mode == Mode::Fair && held.mode == Mode::Fair) {
                     held.count += 1;
+                } else if let Some(request) = req.request {
+                    // its grant, taken up: the grant did not know what the wait was for
+                    held.meta.request = Some(Arc::from(request));
                 }
                 held.expires = held.expires.max(later(now, req.lease));
                 return Attempt::Acquired { token: held.token };
@@ -162,6 +186,7 @@ impl MemoryBackend {
             token,
             expires: later(now, req.lease),
             mode: req.mode,
+            meta: HoldMeta::new(now, req.request),
         };
         table.insert(req.id, held, now);
         Attempt::Acquired { token }

@@ -29,6 +29,7 @@ pub(super) struct SharedHold {
     pub(super) write: bool,
     /// The wait it was granted to, until that wait takes it up.
     granted_to: Option<Arc<str>>,
+    pub(super) meta: super::HoldMeta,
 }
 
 /// The family a request of `mode` shares a lock with: read and write are one.
@@ -145,7 +146,8 @@ impl MemoryBackend {
         let first = lock.queue.front().is_none_or(|head| **head == *req.waiter);
         if first && lock.has_room(kind) {
             lock.dequeue(req.waiter);
-            let token = self.take_shared(lock, owner, kind, later(now, req.lease), None);
+            let meta = super::HoldMeta::new(now, req.request);
+            let token = self.take_shared(lock, owner, kind, later(now, req.lease), None, meta);
             return Attempt::Acquired { token };
         }
         if req.will_wait && !lock.queue.iter().any(|w| **w == *req.waiter) {
@@ -164,6 +166,7 @@ impl MemoryBackend {
         kind: char,
         expires: Instant,
         granted_to: Option<Arc<str>>,
+        meta: super::HoldMeta,
     ) -> u64 {
         let token = self.next_token();
         let hold = SharedHold {
@@ -172,6 +175,7 @@ impl MemoryBackend {
             expires,
             write: kind == 'w',
             granted_to,
+            meta,
         };
         lock.holds.insert(Arc::from(owner), hold);
         token
@@ -196,10 +200,12 @@ impl MemoryBackend {
             lock.queue.pop_front();
             let owner = owner_of(&head);
             if caller == Some(&*head) {
-                mine = Some(self.take_shared(lock, owner, kind, now + self.claim, None));
+                let meta = super::HoldMeta::new(now, None);
+                mine = Some(self.take_shared(lock, owner, kind, now + self.claim, None, meta));
                 continue;
             }
-            let token = self.take_shared(lock, owner, kind, now + self.claim, Some(head.clone()));
+            let (meta, granted) = (super::HoldMeta::new(now, None), Some(head.clone()));
+            let token = self.take_shared(lock, owner, kind, now + self.claim, granted, meta);
             if !self.waiters.grant(id, &head, token) {
                 lock.holds.remove(owner);
             }

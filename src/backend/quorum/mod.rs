@@ -40,6 +40,7 @@
 mod acquire;
 mod connect;
 mod holds;
+mod inspect;
 mod round;
 
 use std::future::Future;

@@ -61,6 +61,17 @@ local function retire_block(fence, token)
   end
 end
 
+-- What `inspect.lua` shows of a hold or a wait: when it began (server µs), the label of its
+-- manager's process and the request it serves, tab-separated ('' for what the caller did not send).
+local function meta_of(label, request)
+  return int(now_us()) .. '\t' .. (label or '') .. '\t' .. (request or '')
+end
+
+-- The meta of a hold granted now to a wait whose meta is `wait` (false: the wait recorded none).
+local function granted_meta(wait)
+  return int(now_us()) .. (wait and string.match(wait, '\t.*$') or '\t\t')
+end
+
 -- Make `owner` the holder of the free `lock` for `lease` ms (a decimal string, as the script got it)
 -- under fencing token `token`, with the marks that follow as field-value pairs (strings): '#w'
 -- (requests may wait for it: its release looks at the fair queue and the waiting managers) and
@@ -120,8 +131,9 @@ end
 -- a plain lock never marked it.
 local function unplain(lock, owner, token)
   local ttl = redis.call('PTTL', lock)
-  redis.call('DEL', lock)
-  take(lock, owner, int(math.max(ttl, 1)), tonumber(token), '#f', '1', '#w', '1')
+  local value = redis.call('GETDEL', lock)
+  local meta = value and string.match(value, '\t(.*)$') or '\t\t'
+  take(lock, owner, int(math.max(ttl, 1)), tonumber(token), '#f', '1', '#w', '1', '#m', meta)
 end
 
 -- The answer of an acquire script for a lock held or waited for as a shared lock of `family`:
@@ -243,19 +255,19 @@ local function owner_of(waiter)
 end
 
 -- Put `waiter` in the queue `q` (once) with its heartbeat key `heartbeat` alive for `eviction` ms
--- (a decimal string). `queued`: an earlier attempt of this wait joined already; if its heartbeat
+-- (a decimal string), its value the wait's `meta` (`meta_of`). `queued`: an earlier attempt of this wait joined already; if its heartbeat
 -- ran out meanwhile (its process was frozen or slow), it is still queued unless a grant found it
 -- dead and dropped it. The queue outlives its waiters' heartbeat keys, never a queue of dead
 -- waiters for ever.
-local function join_queue(q, heartbeat, waiter, eviction, queued)
+local function join_queue(q, heartbeat, waiter, eviction, queued, meta)
   if not queued then
     redis.call('RPUSH', q, waiter)
-    redis.call('SET', heartbeat, '1', 'PX', eviction)
-  elseif not redis.call('SET', heartbeat, '1', 'PX', eviction, 'XX') then
+    redis.call('SET', heartbeat, meta, 'PX', eviction)
+  elseif redis.call('PEXPIRE', heartbeat, eviction) == 0 then
     if not redis.call('LPOS', q, waiter) then
       redis.call('RPUSH', q, waiter)
     end
-    redis.call('SET', heartbeat, '1', 'PX', eviction)
+    redis.call('SET', heartbeat, meta, 'PX', eviction)
   end
   redis.call('PEXPIRE', q, eviction)
 end
@@ -290,16 +302,18 @@ local function grant_next(lock, q, fence, prefix, claim_ms, caller, releaser)
       return false
     end
     local manager = manager_of(head)
-    -- deleting the heartbeat key tells whether the waiter was alive, and clears it
-    if redis.call('DEL', heartbeat_key(lock, head)) == 1
-      and (head == caller or manager == here or listens(prefix, manager, heard)) then
+    -- deleting the heartbeat key tells whether the waiter was alive, and clears it; its value
+    -- is the wait's meta, which the hold keeps
+    local beat = redis.call('GETDEL', heartbeat_key(lock, head))
+    if beat and (head == caller or manager == here or listens(prefix, manager, heard)) then
+      local meta = granted_meta(beat)
       -- waiters may remain behind the head: the new holder's release looks at the queue
       if head == caller then
         -- the caller learns of it from its script's answer: no wait is named
-        take(lock, owner_of(head), claim_ms, next_token(fence, floor), '#f', '1', '#w', '1')
+        take(lock, owner_of(head), claim_ms, next_token(fence, floor), '#f', '1', '#w', '1', '#m', meta)
         return head
       end
-      local token = take(lock, owner_of(head), claim_ms, next_token(fence, floor), '#f', head, '#w', '1')
+      local token = take(lock, owner_of(head), claim_ms, next_token(fence, floor), '#f', head, '#w', '1', '#m', meta)
       local grant = 'g|' .. lock .. '|' .. head .. '|' .. int(token)
       if manager == here then
         return head, grant

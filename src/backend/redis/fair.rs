@@ -52,12 +52,12 @@ impl RedisBackend {
             .arg(server_ms(self.eviction))
             .arg(&*self.channels.prefix(req.id))
             .arg(req.waiter);
-        if let Some(held) = req.held {
-            call.arg(held);
-            if let Some((_, value)) = plain {
-                call.arg(&**value);
-            }
-        }
+        match req.held {
+            Some(held) => call.arg(held),
+            None => call.arg(""),
+        };
+        call.arg(plain.map_or("", |(_, value)| &**value));
+        call.arg(req.label).arg(req.request.unwrap_or(""));
         call
     }
 

@@ -14,7 +14,7 @@ local now
 for i = 1, #KEYS / 3 do
   local lock, q, heartbeat = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
   -- a waiter is queued while its heartbeat key lives: granted, it was deleted; dead, it ran out
-  if redis.call('SET', heartbeat, '1', 'PX', eviction, 'XX') then
+  if redis.call('PEXPIRE', heartbeat, eviction) == 1 then
     -- a queue lives as long as the heartbeat key of its longest-lived waiter: once every waiter
     -- has died, it goes too
     if not kept[q] then

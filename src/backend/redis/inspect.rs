@@ -32,7 +32,31 @@ type Snapshot = (
     Vec<String>,
     Vec<String>,
     Option<String>,
+    Vec<String>,
 );
+
+/// What the scripts record of a hold or a wait for `inspect` (`meta_of` in `common.lua`): when it
+/// began (server µs), its manager's process label and the request it serves, tab-separated.
+#[derive(Debug, Default)]
+struct Meta {
+    age: Option<Duration>,
+    label: Option<String>,
+    request: Option<String>,
+}
+
+impl Meta {
+    /// `text` read at the server's clock `now_us`; empty parts are `None`.
+    fn read(text: &str, now_us: u64) -> Meta {
+        let mut parts = text.splitn(3, '\t');
+        let began = parts.next().and_then(|us| us.parse::<u64>().ok());
+        let some = |part: Option<&str>| part.filter(|p| !p.is_empty()).map(str::to_owned);
+        Meta {
+            age: began.map(|us| Duration::from_micros(now_us.saturating_sub(us))),
+            label: some(parts.next()),
+            request: some(parts.next()),
+        }
+    }
+}
 
 impl RedisBackend {
     /// The state of lock `id` (named `key` in the answer), read in one script call.
@@ -51,47 +75,91 @@ impl RedisBackend {
     }
 
     /// The held or waited-for locks whose names start with `prefix`, `limit` at most, in the
-    /// order SCAN finds them; `None` on a cluster (SCAN would have to walk every master).
+    /// order SCAN finds them (on a cluster, master by master).
     pub(crate) async fn list(
         &self,
         prefix: &str,
         limit: usize,
-    ) -> Result<Option<Vec<LockState>>, BoxError> {
-        if self.scripts.declare_keys {
-            return Ok(None);
+    ) -> Result<Vec<LockState>, BoxError> {
+        let mut found = Vec::new();
+        // a lock seen used may be idle once read: look further, up to a bound
+        for (id, name) in self.scan_locks(prefix, limit.saturating_mul(4)).await? {
+            let state = self.inspect(&id, &name).await?;
+            if !state.is_idle() {
+                found.push(state);
+            }
+            if found.len() >= limit {
+                break;
+            }
         }
+        Ok(found)
+    }
+
+    /// The locks (their ids and names) whose names start with `prefix` and whose keys say they
+    /// are held or waited for, `limit` at most, found with SCAN.
+    pub(crate) async fn scan_locks(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(LockId, String)>, BoxError> {
         let start = format!("{{{}:", self.keys.namespace());
         let pattern = format!(
             "{}{}*",
             glob_escape(&start),
             glob_escape(&names::escape(prefix))
         );
-        let (mut cursor, mut found) = (0_u64, Vec::new());
+        let mut found = Vec::new();
         let mut seen = std::collections::HashSet::new();
-        loop {
-            let mut pipe = redis::pipe();
-            pipe.cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(SCAN_COUNT);
-            let ((next, keys),): ((u64, Vec<String>),) = self.invoke(0, &Reads(pipe)).await?;
-            for lock in keys.iter().filter_map(|key| lock_of(key, &start)) {
-                if found.len() >= limit || !seen.insert(lock.to_owned()) {
-                    continue;
+        for node in self.scan_nodes().await? {
+            let mut cursor = 0_u64;
+            loop {
+                let (next, keys) = self.scan_step(node.as_ref(), cursor, &pattern).await?;
+                for lock in keys.iter().filter_map(|key| lock_of(key, &start)) {
+                    if found.len() < limit && seen.insert(lock.to_owned()) {
+                        let name = names::unescape(&lock[start.len()..lock.len() - 1]);
+                        found.push((LockId::new(lock), name));
+                    }
                 }
-                let name = names::unescape(&lock[start.len()..lock.len() - 1]);
-                let state = self.inspect(&LockId::new(lock), &name).await?;
-                if !state.is_idle() {
-                    found.push(state);
+                cursor = next;
+                if cursor == 0 || found.len() >= limit {
+                    break;
                 }
-            }
-            cursor = next;
-            if cursor == 0 || found.len() >= limit {
-                return Ok(Some(found));
             }
         }
+        Ok(found)
+    }
+
+    /// The servers SCAN must walk: the one server (`None`), or every master of a cluster.
+    async fn scan_nodes(&self) -> Result<Vec<Option<(String, u16)>>, BoxError> {
+        #[cfg(feature = "cluster")]
+        if self.cluster.is_some() {
+            return Ok(self.masters().await?.into_iter().map(Some).collect());
+        }
+        Ok(vec![None])
+    }
+
+    /// One SCAN step from `cursor` on `node` (`None`: the one server).
+    async fn scan_step(
+        &self,
+        node: Option<&(String, u16)>,
+        cursor: u64,
+        pattern: &str,
+    ) -> Result<(u64, Vec<String>), BoxError> {
+        let mut scan = redis::cmd("SCAN");
+        scan.arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(SCAN_COUNT);
+        #[cfg(feature = "cluster")]
+        if let Some((host, port)) = node {
+            return self.on_master(host, *port, scan).await;
+        }
+        let _ = node;
+        let mut pipe = redis::pipe();
+        pipe.add_command(scan);
+        let (answer,): ((u64, Vec<String>),) = self.invoke(0, &Reads(pipe)).await?;
+        Ok(answer)
     }
 }
 
@@ -118,7 +186,7 @@ fn lock_of<'a>(key: &'a str, start: &str) -> Option<&'a str> {
 
 /// The state `snapshot` describes, for the lock named `key`.
 fn read_snapshot(key: &str, snapshot: Snapshot) -> LockState {
-    let (now_us, kind, pttl, plain, fields, shared, queue, shared_queue, managers, fence) =
+    let (now_us, kind, pttl, plain, fields, shared, queue, shared_queue, managers, fence, metas) =
         snapshot;
     let now_us: u64 = now_us.parse().unwrap_or(0);
     let lease = u64::try_from(pttl).ok().map(Duration::from_millis);
@@ -130,25 +198,32 @@ fn read_snapshot(key: &str, snapshot: Snapshot) -> LockState {
         last_token: fence.and_then(|fence| fence.parse().ok()),
     };
     match (kind.as_str(), plain) {
-        ("string", Some(value)) => plain_holder(&mut state, &value, lease),
-        ("hash", _) => hash_holders(&mut state, &fields, &shared, now_us / 1000, lease),
+        ("string", Some(value)) => plain_holder(&mut state, &value, lease, now_us),
+        ("hash", _) => hash_holders(&mut state, &fields, &shared, now_us, lease),
         _ => {}
     }
     if state.family.is_none() && !queue.is_empty() {
         state.family = Some(LockFamily::Fair);
     }
+    let mut metas = metas.iter().map(|meta| Meta::read(meta, now_us));
     for waiter in queue {
-        state.waiters.push(waiter_state(waiter, Mode::Fair, None));
+        let meta = metas.next().unwrap_or_default();
+        state.waiters.push(waiter_state(waiter, Mode::Fair, meta));
     }
     for waiter in shared_queue {
         let kind = waiter.chars().next_back().unwrap_or('n');
         let mode = shared_mode(kind, state.family);
-        state.waiters.push(waiter_state(waiter, mode, None));
+        let meta = metas.next().unwrap_or_default();
+        state.waiters.push(waiter_state(waiter, mode, meta));
     }
     for pair in managers.chunks_exact(2) {
         let since: u64 = pair[1].parse().unwrap_or(now_us);
         let waited = Duration::from_micros(now_us.saturating_sub(since));
-        let waiter = waiter_state(pair[0].clone(), Mode::Exclusive, Some(waited));
+        let meta = Meta {
+            age: Some(waited),
+            ..Meta::default()
+        };
+        let waiter = waiter_state(pair[0].clone(), Mode::Exclusive, meta);
         state.waiters.push(waiter);
     }
     let tokens = state.holders.iter().filter_map(|holder| holder.token);
@@ -156,50 +231,62 @@ fn read_snapshot(key: &str, snapshot: Snapshot) -> LockState {
     state
 }
 
-/// One waiter, named `waiter`.
-fn waiter_state(waiter: String, mode: Mode, waited: Option<Duration>) -> WaiterState {
+/// One waiter, named `waiter`, with what its wait recorded.
+fn waiter_state(waiter: String, mode: Mode, meta: Meta) -> WaiterState {
     WaiterState {
         manager: manager_of(&waiter).to_owned(),
         waiter,
         mode,
-        waited,
-        label: None,
+        waited: meta.age,
+        label: meta.label,
     }
 }
 
-/// The holder of a plain lock (`!?<owner>|<n>`): one hold, whose token only its holder knows.
-fn plain_holder(state: &mut LockState, value: &str, lease: Option<Duration>) {
-    let fair = value.starts_with('!');
-    let owner = value
-        .trim_start_matches('!')
-        .split('|')
-        .next()
-        .unwrap_or("");
-    state.family = Some(if fair {
-        LockFamily::Fair
-    } else {
-        LockFamily::Exclusive
-    });
-    state.holders.push(HolderState {
+/// One hold of `owner` in `mode`, with what its acquisition recorded.
+fn holder_state(
+    owner: &str,
+    mode: Mode,
+    token: Option<u64>,
+    count: u32,
+    meta: Meta,
+) -> HolderState {
+    HolderState {
         owner: owner.to_owned(),
         manager: manager_of(owner).to_owned(),
-        mode: if fair { Mode::Fair } else { Mode::Exclusive },
-        token: None,
-        count: 1,
-        lease_left: lease,
-        held_for: None,
-        label: None,
-        request: None,
-    });
+        mode,
+        token,
+        count,
+        lease_left: None,
+        held_for: meta.age,
+        label: meta.label,
+        request: meta.request,
+    }
+}
+
+/// The holder of a plain lock (`!?<owner>|<n>`, then its meta after a tab): one hold, whose
+/// token only its holder knows.
+fn plain_holder(state: &mut LockState, value: &str, lease: Option<Duration>, now_us: u64) {
+    let fair = value.starts_with('!');
+    let (id, meta) = value.split_once('\t').unwrap_or((value, ""));
+    let owner = id.trim_start_matches('!').split('|').next().unwrap_or("");
+    let (family, mode) = if fair {
+        (LockFamily::Fair, Mode::Fair)
+    } else {
+        (LockFamily::Exclusive, Mode::Exclusive)
+    };
+    state.family = Some(family);
+    let mut holder = holder_state(owner, mode, None, 1, Meta::read(meta, now_us));
+    holder.lease_left = lease;
+    state.holders.push(holder);
 }
 
 /// The holders of a lock hash (`fields`: its fields and values), with the expiries of a shared
-/// lock's holds (`shared`: owners and server ms) read at `now_ms`.
+/// lock's holds (`shared`: owners and server ms) read at `now_us`.
 fn hash_holders(
     state: &mut LockState,
     fields: &[String],
     shared: &[String],
-    now_ms: u64,
+    now_us: u64,
     lease: Option<Duration>,
 ) {
     let fields: HashMap<&str, &str> = fields
@@ -208,6 +295,7 @@ fn hash_holders(
         .collect();
     let count = |owner: &str| fields.get(owner).and_then(|n| n.parse().ok()).unwrap_or(1);
     let token = |field: &str| fields.get(field).and_then(|t| t.parse().ok());
+    let meta = |field: &str| Meta::read(fields.get(field).copied().unwrap_or(""), now_us);
     let family = match fields.get("#s") {
         Some(&"rw") => LockFamily::ReadWrite,
         Some(family) => LockFamily::Semaphore(family[1..].parse().unwrap_or(0)),
@@ -222,20 +310,13 @@ fn hash_holders(
             Mode::Exclusive
         };
         for owner in fields.keys().filter(|field| !field.starts_with('#')) {
-            state.holders.push(HolderState {
-                owner: (*owner).to_owned(),
-                manager: manager_of(owner).to_owned(),
-                mode,
-                token: token("#t"),
-                count: count(owner),
-                lease_left: lease,
-                held_for: None,
-                label: None,
-                request: None,
-            });
+            let mut holder = holder_state(owner, mode, token("#t"), count(owner), meta("#m"));
+            holder.lease_left = lease;
+            state.holders.push(holder);
         }
         return;
     }
+    let now_ms = now_us / 1000;
     for pair in shared.chunks_exact(2) {
         let (owner, expiry) = (pair[0].as_str(), pair[1].parse().unwrap_or(0_u64));
         // a hold whose lease ran out is gone, though no script purged it yet
@@ -247,17 +328,10 @@ fn hash_holders(
             _ if fields.get("#x") == Some(&owner) => Mode::Write,
             _ => Mode::Read,
         };
-        state.holders.push(HolderState {
-            owner: owner.to_owned(),
-            manager: manager_of(owner).to_owned(),
-            mode,
-            token: token(&format!("#t:{owner}")),
-            count: count(owner),
-            lease_left: Some(Duration::from_millis(expiry - now_ms)),
-            held_for: None,
-            label: None,
-            request: None,
-        });
+        let (token, meta) = (token(&format!("#t:{owner}")), meta(&format!("#m:{owner}")));
+        let mut holder = holder_state(owner, mode, token, count(owner), meta);
+        holder.lease_left = Some(Duration::from_millis(expiry - now_ms));
+        state.holders.push(holder);
     }
 }
 

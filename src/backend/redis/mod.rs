@@ -11,6 +11,8 @@ mod channels;
 mod cluster;
 #[cfg(feature = "cluster")]
 mod cluster_inbox;
+#[cfg(feature = "cluster")]
+mod cluster_nodes;
 mod command_conn;
 mod connect;
 mod connector;
@@ -206,9 +208,11 @@ impl RedisBackend {
         call.arg(&**req.owner)
             .arg(server_ms(req.lease))
             .arg(wait_mode(req));
-        if let Some(held) = req.held {
-            call.arg(held);
-        }
+        match req.held {
+            Some(held) => call.arg(held),
+            None => call.arg(""),
+        };
+        call.arg(req.label).arg(req.request.unwrap_or(""));
         let answer = self
             .invoke_within(slot_hint(req.id), &call, LATE_REPLY)
             .await?;

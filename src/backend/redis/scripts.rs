@@ -269,6 +269,7 @@ mod tests {
                 "TOKEN_BLOCK",
                 "retire_block",
                 "next_token",
+                "granted_meta",
                 "take",
                 "manager_of",
                 "listens",

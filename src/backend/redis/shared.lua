@@ -10,7 +10,7 @@ end
 
 -- Forget every trace of `owner`'s hold of the shared `lock` (all its re-entries).
 local function drop_shared(lock, holders, owner)
-  redis.call('HDEL', lock, owner, '#t:' .. owner, '#g:' .. owner)
+  redis.call('HDEL', lock, owner, '#t:' .. owner, '#g:' .. owner, '#m:' .. owner)
   if redis.call('HGET', lock, '#x') == owner then
     redis.call('HDEL', lock, '#x')
   end
@@ -55,10 +55,10 @@ local function has_room(lock, holders, family, kind)
 end
 
 -- Make `owner` a holder of kind `kind` of the `family` lock for `ms` ms (a decimal string) from
--- `now`, under a new fencing token. The lock's keys live at least as long as the hold.
-local function take_shared(lock, holders, fence, family, owner, kind, now, ms)
+-- `now`, under a new fencing token, with `meta` for `inspect.lua` (`meta_of`). The lock's keys live at least as long as the hold.
+local function take_shared(lock, holders, fence, family, owner, kind, now, ms, meta)
   local token = reserve_token(fence)
-  redis.call('HSET', lock, '#s', family, owner, '1', '#t:' .. owner, int(token))
+  redis.call('HSET', lock, '#s', family, owner, '1', '#t:' .. owner, int(token), '#m:' .. owner, meta)
   if kind == 'w' then
     redis.call('HSET', lock, '#x', owner)
   end
@@ -97,7 +97,8 @@ local function grant_shared(lock, holders, q, fence, family, prefix, claim_ms, c
       break
     end
     local beat, manager = heartbeat_key(lock, head), manager_of(head)
-    local alive = redis.call('EXISTS', beat) == 1
+    local wait = redis.call('GET', beat)
+    local alive = wait
       and (head == caller or manager == here or listens(prefix, manager, heard))
     if alive and not has_room(lock, holders, family, string.sub(head, -1)) then
       break
@@ -107,7 +108,7 @@ local function grant_shared(lock, holders, q, fence, family, prefix, claim_ms, c
     if alive then
       granted = granted + 1
       local owner = owner_of(head)
-      local token = take_shared(lock, holders, fence, family, owner, string.sub(head, -1), now, claim_ms)
+      local token = take_shared(lock, holders, fence, family, owner, string.sub(head, -1), now, claim_ms, granted_meta(wait))
       if head == caller then
         mine = token
       else

@@ -32,9 +32,11 @@ impl RedisBackend {
             .arg(req.waiter)
             .arg(&family)
             .arg(shared_kind_of(req.mode).unwrap_or('n').to_string());
-        if let Some(held) = req.held {
-            call.arg(held);
-        }
+        match req.held {
+            Some(held) => call.arg(held),
+            None => call.arg(""),
+        };
+        call.arg(req.label).arg(req.request.unwrap_or(""));
         let answer = self
             .invoke_within(slot_hint(req.id), &call, super::LATE_REPLY)
             .await?;

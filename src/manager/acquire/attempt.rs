@@ -82,6 +82,7 @@ impl Acquisition<'_> {
         let others_waiting = self.ticket.as_ref().is_some_and(WaitTicket::others_waiting);
         let queued = self.ticket.as_ref().is_some_and(WaitTicket::is_queued);
         let (leader, turn) = (self.leader, self.turn.clone());
+        let (label, request) = (self.shared.label.clone(), self.request.clone());
         let call = Box::pin(async move {
             let req = AcquireRequest {
                 id: &id,
@@ -94,6 +95,8 @@ impl Acquisition<'_> {
                 queued,
                 leader,
                 held,
+                label: &label,
+                request: request.as_deref(),
             };
             let attempt = backend.try_acquire(&req).await;
             // answered: what it did in the backend is done, and an attempt that follows sees it

@@ -1,6 +1,6 @@
 //! The plain holds of one backend: what releasing, renewing or re-entering each one needs.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,15 @@ pub(crate) struct PlainHolds {
     /// The server refused one of the plain path's commands (an ACL written for the scripts):
     /// every lock is taken by the script from then on.
     refused: AtomicBool,
+    /// The server's clock less this process's wall clock, in µs, when the plain path last read
+    /// it (0 before).
+    server_offset: AtomicI64,
+}
+
+/// This process's wall clock, in µs since the Unix epoch.
+fn wall_us() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
 /// The plain holds by lock, each with its owner, in the order they were taken.
@@ -35,8 +44,9 @@ pub(crate) struct PlainHold {
     pub(crate) clock: u64,
     /// and this process's when the answer was read (later).
     pub(crate) taken: Instant,
-    /// The lock's value: the owner id (after `!` in fair mode), `|` and the hold's number. It
-    /// binds a release or a renewal to this hold, not to a later one of the same owner.
+    /// The lock's value: the owner id (after `!` in fair mode), `|` and the hold's number, then
+    /// what `inspect` shows of the hold after tabs. It binds a release or a renewal to this
+    /// hold, not to a later one of the same owner.
     pub(crate) value: Arc<str>,
 }
 
@@ -70,11 +80,32 @@ impl PlainHolds {
         }
     }
 
-    /// The value of a new plain hold of `owner` (`fair`: taken in fair mode).
-    pub(crate) fn value(&self, owner: &OwnerId, fair: bool) -> Arc<str> {
+    /// The value of a new plain hold of `owner` (`fair`: taken in fair mode) made for `meta`:
+    /// the label of this process and the request the hold serves (see `meta_of` in `common.lua`).
+    pub(crate) fn value(&self, owner: &OwnerId, fair: bool, meta: (&str, &str)) -> Arc<str> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let mark = if fair { "!" } else { "" };
-        crate::ids::marked(mark, owner, '|', n)
+        let id = crate::ids::marked(mark, owner, '|', n);
+        let began = self.server_now_us().to_string();
+        let (label, request) = meta;
+        let mut value = String::with_capacity(id.len() + 24 + label.len() + request.len());
+        for part in [&*id, "\t", &began, "\t", label, "\t", request] {
+            value.push_str(part);
+        }
+        Arc::from(value)
+    }
+
+    /// The server read its clock as `server_us` (µs) just now: this process's estimate of the
+    /// server's clock follows it.
+    pub(crate) fn saw_server_clock(&self, server_us: u64) {
+        let offset = i64::try_from(server_us).unwrap_or(i64::MAX) - wall_us();
+        self.server_offset.store(offset, Ordering::Relaxed);
+    }
+
+    /// The server's clock now, in µs, as this process tells it: its own wall clock, moved by
+    /// what the server's answered last (a plain lock's start, shown by `LockManager::inspect`).
+    fn server_now_us(&self) -> i64 {
+        wall_us().saturating_add(self.server_offset.load(Ordering::Relaxed))
     }
 
     /// `owner`'s latest plain hold of `id`: the one its watchdog renews and a re-entry makes a
@@ -120,7 +151,7 @@ mod tests {
             token,
             clock: token,
             taken: Instant::now(),
-            value: holds.value(&owner, true),
+            value: holds.value(&owner, true, ("host:1", "GET /a")),
         };
         let (lost, taken_again) = (hold(10), hold(20));
         assert_ne!(lost.value, taken_again.value, "each value names one hold");

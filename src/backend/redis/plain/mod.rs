@@ -163,7 +163,8 @@ impl RedisBackend {
         req: &AcquireRequest<'_>,
     ) -> Result<Option<Attempt>, BoxError> {
         let hint = slot_hint(req.id);
-        let value = self.plain.value(req.owner, req.mode == Mode::Fair);
+        let meta = (req.label, req.request.unwrap_or(""));
+        let value = self.plain.value(req.owner, req.mode == Mode::Fair, meta);
         let take = Take::commands(req, &value);
         let values: Vec<Value> = self.invoke_within(hint, &take, LATE_REPLY).await?;
         let Some(answer) = answer(values)? else {
@@ -187,6 +188,7 @@ impl RedisBackend {
             return Ok(None);
         };
         let token = clock.max(fence + 1);
+        self.plain.saw_server_clock(clock);
         let hold = PlainHold {
             token,
             clock,
