@@ -9,6 +9,8 @@
 //! snapshot or everything, kills a process, and drops or reorders pub/sub messages. The
 //! properties (`properties.rs`) are the safety contract of DESIGN.md; each seeded defect
 //! (`defects.rs`) must be found by the checker, with its counterexample printed.
+//! `conformance.rs` runs random sequences of the scripts' steps on the model and on a real
+//! redis-server running the crate's scripts: answers, messages and states must agree.
 //!
 //! What it abstracts:
 //! - One lock, one owner id per process, one request per process plus its re-entries.
@@ -23,11 +25,12 @@
 //! Not yet modelled (the next steps): cohorts (in-memory hand-off and its 10 ms proof window),
 //! read/write locks, read groups and semaphores (shared_*.lua), the plain path (SET NX and
 //! plain_release.lua), Redis Cluster and the quorum backend, clock drift between client and
-//! server, two locks, the watchdog's unanswered renewals, a conformance run of the model's
-//! operations against a real redis-server, liveness under fair scheduling (`eventually`), and
-//! loom/shuttle checks of the in-process hand-offs.
+//! server, two locks, the watchdog's unanswered renewals, liveness under fair scheduling
+//! (`eventually`), and loom/shuttle checks of the in-process hand-offs.
 
 mod clients;
+#[cfg(feature = "redis")]
+mod conformance;
 mod defects;
 mod fair;
 mod model;

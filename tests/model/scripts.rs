@@ -149,6 +149,11 @@ pub fn acquire(
             return Acquired::Fair;
         }
         let ttl_end = s.lock.as_ref().and_then(|l| l.expires).unwrap_or(c.now);
+        if s.waiters.is_empty() {
+            // no record: the key is gone with its expiry (PTTL -2), and the record made now
+            // gets the new one, however short
+            s.waiters_expires = c.now;
+        }
         if !s.waiters.contains(&owner) {
             s.waiters.push(owner);
         }

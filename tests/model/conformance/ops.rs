@@ -1,0 +1,193 @@
+//! The operations a sequence is made of, and a seeded generator that draws them as the crate's
+//! managers would make them: each client's holds, its wait and its flags decide the arguments.
+
+use crate::model::Loss;
+use crate::state::{Client, Time};
+
+/// A token on both sides: (model, real).
+pub type Tokens = (u64, u64);
+
+/// One step of a sequence: a script call of a client, or a step of the environment. Every
+/// argument is in the step, so a printed sequence says exactly what ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// acquire.lua; `wait`: 0 '', 1 'w', 2 'wr'.
+    Acquire {
+        c: Client,
+        lease: Time,
+        wait: u8,
+        held: Option<Tokens>,
+    },
+    /// fair_acquire.lua for wait `n` of the client.
+    FairAcquire {
+        c: Client,
+        lease: Time,
+        will_wait: bool,
+        queued: bool,
+        n: u8,
+        held: Option<Tokens>,
+    },
+    /// release.lua bound by `token`.
+    Release {
+        c: Client,
+        token: Tokens,
+    },
+    /// renew.lua for the client's hold.
+    Renew {
+        c: Client,
+        lease: Time,
+    },
+    /// abandon.lua: the manager waits no more (forget '1').
+    Abandon {
+        c: Client,
+        pass_on: bool,
+    },
+    /// fair_abandon.lua for wait `n`.
+    FairAbandon {
+        c: Client,
+        n: u8,
+    },
+    /// heartbeat.lua for wait `n`.
+    Heartbeat {
+        c: Client,
+        n: u8,
+    },
+    /// grant_on.lua.
+    GrantOn {
+        c: Client,
+    },
+    Tick,
+    Snapshot,
+    Restart(Loss),
+    /// The client's process dies: its manager stops listening.
+    Die(Client),
+}
+
+/// What the generator knows of one client: its holds and its waits.
+#[derive(Clone, Debug, Default)]
+pub struct Party {
+    pub alive: bool,
+    /// The tokens of its guards: all the one hold's.
+    pub guards: Vec<Tokens>,
+    /// Tokens of guards released or lost (a late release may still come with one).
+    pub dropped: Vec<Tokens>,
+    /// An exclusive attempt found the lock busy and recorded this manager as waiting.
+    pub recorded: bool,
+    /// The current fair wait and whether it joined the queue.
+    pub wait: Option<(u8, bool)>,
+    pub next_wait: u8,
+}
+
+/// A seeded generator (splitmix64): the same seed draws the same sequence.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number below `n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// True with probability `p` percent.
+    pub fn chance(&mut self, p: u64) -> bool {
+        self.below(100) < p
+    }
+}
+
+/// The leases a request may ask for, in ticks.
+const LEASES: u64 = 3;
+
+fn lease(rng: &mut Rng) -> Time {
+    1 + rng.below(LEASES) as Time
+}
+
+/// A wait of `p` to act on: its current one mostly, an earlier one at times.
+fn some_wait(rng: &mut Rng, p: &Party) -> Option<u8> {
+    match p.wait {
+        Some((n, _)) if rng.chance(75) => Some(n),
+        _ if p.next_wait > 0 => Some(rng.below(u64::from(p.next_wait)) as u8),
+        _ => None,
+    }
+}
+
+/// Draws the next step for `parties`; `snapshot`: one was taken.
+pub fn draw(rng: &mut Rng, parties: &[Party], snapshot: bool) -> Op {
+    let alive: Vec<Client> = (0..parties.len() as Client)
+        .filter(|&c| parties[usize::from(c)].alive)
+        .collect();
+    let c = alive[rng.below(alive.len() as u64) as usize];
+    let p = &parties[usize::from(c)];
+    let held = p.guards.first().copied();
+    let roll = rng.below(100);
+    let drawn = match roll {
+        0..=15 => Some(acquire(rng, c, p, held)),
+        16..=31 => Some(fair_acquire(rng, c, p, held)),
+        32..=43 => p.guards.last().map(|&token| Op::Release { c, token }),
+        44..=46 => (!p.dropped.is_empty()).then(|| Op::Release {
+            c,
+            token: p.dropped[rng.below(p.dropped.len() as u64) as usize],
+        }),
+        47..=53 => Some(Op::Renew {
+            c,
+            lease: lease(rng),
+        }),
+        54..=58 => Some(Op::Abandon {
+            c,
+            pass_on: rng.chance(50),
+        }),
+        59..=65 => some_wait(rng, p).map(|n| Op::FairAbandon { c, n }),
+        66..=72 => some_wait(rng, p).map(|n| Op::Heartbeat { c, n }),
+        73..=76 => Some(Op::GrantOn { c }),
+        77..=88 => Some(Op::Tick),
+        89..=90 => Some(Op::Snapshot),
+        91..=92 => Some(Op::Restart(Loss::Nothing)),
+        93..=94 => Some(Op::Restart(Loss::Everything)),
+        95..=96 if snapshot => Some(Op::Restart(Loss::ToSnapshot)),
+        97 if alive.len() > 1 => Some(Op::Die(c)),
+        _ => None,
+    };
+    drawn.unwrap_or(Op::Tick)
+}
+
+fn acquire(rng: &mut Rng, c: Client, p: &Party, held: Option<Tokens>) -> Op {
+    let wait = if !p.guards.is_empty() {
+        // a re-entry does not wait
+        0
+    } else if p.recorded && rng.chance(80) {
+        2
+    } else {
+        u8::from(rng.chance(70))
+    };
+    Op::Acquire {
+        c,
+        lease: lease(rng),
+        wait,
+        held,
+    }
+}
+
+fn fair_acquire(rng: &mut Rng, c: Client, p: &Party, held: Option<Tokens>) -> Op {
+    let (n, queued) = match p.wait {
+        Some(wait) if rng.chance(80) => wait,
+        _ => (p.next_wait, false),
+    };
+    Op::FairAcquire {
+        c,
+        lease: lease(rng),
+        will_wait: queued || rng.chance(85),
+        queued,
+        n,
+        held,
+    }
+}

@@ -1,0 +1,217 @@
+//! One sequence: draw a step, run it on both sides, compare the answers, the messages and the
+//! states, and keep each client's holds and waits as the answers say.
+
+use super::model_side::ModelSide;
+use super::ops::{draw, Op, Party, Rng, Tokens};
+use super::outcome::{Answer, Message, Outcome};
+use super::real::Real;
+use super::real_side;
+use super::tokens::TokenPairs;
+use super::view::View;
+use crate::state::{Client, Time};
+
+/// Model processes per sequence.
+pub const CLIENTS: u8 = 3;
+
+/// Fresh tokens per tick before the clock must advance: the model's clock floor is 1000 µs a
+/// tick and each fresh token may take a 64-token block, so 15 in one tick would carry its tokens
+/// past the next tick's floor, which the server's clock (1 µs a µs) never sees.
+const FRESH_PER_TICK: usize = 12;
+
+/// What a sequence did, for the summary.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub steps: usize,
+    pub tokens: usize,
+    pub busy: usize,
+    pub grants: usize,
+    pub frees: usize,
+    pub restarts: usize,
+}
+
+/// Both sides of one sequence, and what the generator knows of its clients.
+pub struct Run<'a> {
+    real: &'a mut Real,
+    model: ModelSide,
+    parties: Vec<Party>,
+    tokens: TokenPairs,
+    fresh_in_tick: usize,
+    log: Vec<String>,
+}
+
+impl<'a> Run<'a> {
+    /// A clean start on both sides, with this fair eviction (ticks).
+    pub fn new(real: &'a mut Real, eviction: Time) -> Run<'a> {
+        real.reset(CLIENTS);
+        let alive = Party {
+            alive: true,
+            ..Party::default()
+        };
+        Run {
+            real,
+            model: ModelSide::new(CLIENTS, eviction),
+            parties: vec![alive; usize::from(CLIENTS)],
+            tokens: TokenPairs::default(),
+            fresh_in_tick: 0,
+            log: vec![format!("eviction {eviction} tick(s)")],
+        }
+    }
+
+    /// The next step the generator draws (a tick when this tick has its fill of tokens).
+    pub fn draw(&self, rng: &mut Rng) -> Op {
+        if self.fresh_in_tick >= FRESH_PER_TICK {
+            return Op::Tick;
+        }
+        draw(rng, &self.parties, self.model.snapshot.is_some())
+    }
+
+    /// Runs `op` on both sides and compares them; on a disagreement, the steps so far and why.
+    pub fn step(&mut self, op: &Op, tally: &mut Tally) -> Result<(), String> {
+        if matches!(op, Op::Tick | Op::Restart(_)) {
+            self.fresh_in_tick = 0;
+        }
+        let expected = self.model.step(op);
+        let got = real_side::step(self.real, op, self.model.eviction, self.model.now);
+        self.log.push(format!("{op:?} -> {expected:?}"));
+        let fresh = compare(&expected, &got, &mut self.tokens)
+            .and_then(|fresh| {
+                let real = View::of_real(self.real.state());
+                let model = View::of_model(&self.model.server, self.model.now);
+                View::compare(&model, real, &mut self.tokens)?;
+                Ok(fresh)
+            })
+            .map_err(|why| {
+                let steps = self.log.join("\n  ");
+                format!("{why}\nreal answer: {got:?}\nsteps:\n  {steps}")
+            })?;
+        self.fresh_in_tick += fresh;
+        count(tally, op, &expected);
+        follow(&mut self.parties, op, &expected, &got);
+        Ok(())
+    }
+}
+
+/// One sequence of `steps` steps drawn from `seed`.
+pub fn sequence(real: &mut Real, seed: u64, steps: usize, tally: &mut Tally) -> Result<(), String> {
+    let mut rng = Rng::new(seed);
+    let eviction: Time = 1 + rng.below(2) as Time;
+    let mut run = Run::new(real, eviction);
+    for _ in 0..steps {
+        let op = run.draw(&mut rng);
+        run.step(&op, tally)?;
+    }
+    Ok(())
+}
+
+/// Compares a step's outcomes, matching tokens by order; how many tokens were new. Messages are
+/// compared per manager: the order of messages to different managers is not observable.
+fn compare(expected: &Outcome, got: &Outcome, tokens: &mut TokenPairs) -> Result<usize, String> {
+    let (mut expected, mut got) = (expected.clone(), got.clone());
+    expected.messages.sort_by_key(|(c, _)| *c);
+    got.messages.sort_by_key(|(c, _)| *c);
+    let (mine, theirs) = (expected.tokens(), got.tokens());
+    if mine.len() != theirs.len() {
+        return Err(format!("outcomes differ: model {expected:?}"));
+    }
+    let mut fresh = 0;
+    for (&m, &r) in mine.iter().zip(&theirs) {
+        fresh += usize::from(tokens.observe(m, r)?);
+    }
+    if got.with_tokens(&mine) != expected {
+        return Err(format!("outcomes differ: model {expected:?}"));
+    }
+    Ok(fresh)
+}
+
+fn count(tally: &mut Tally, op: &Op, expected: &Outcome) {
+    tally.steps += 1;
+    match expected.answer {
+        Answer::Token(_) => tally.tokens += 1,
+        Answer::Busy | Answer::Again | Answer::Fair => tally.busy += 1,
+        _ => {}
+    }
+    for (_, message) in &expected.messages {
+        match message {
+            Message::Grant(..) => tally.grants += 1,
+            _ => tally.frees += 1,
+        }
+    }
+    tally.restarts += usize::from(matches!(op, Op::Restart(_)));
+}
+
+/// A token on both sides from the outcomes of one step.
+fn pair(expected: &Outcome, got: &Outcome) -> Option<Tokens> {
+    match (&expected.answer, &got.answer) {
+        (Answer::Token(m), Answer::Token(r)) => Some((*m, *r)),
+        _ => None,
+    }
+}
+
+/// Keeps each client's holds and waits as the step's answer says.
+fn follow(parties: &mut [Party], op: &Op, expected: &Outcome, got: &Outcome) {
+    let token = pair(expected, got);
+    let answer = &expected.answer;
+    let client = |c: Client| usize::from(c);
+    match *op {
+        Op::Acquire { c, wait, .. } => {
+            let p = &mut parties[client(c)];
+            match answer {
+                Answer::Token(_) => p.recorded = false,
+                Answer::Busy if wait > 0 => p.recorded = true,
+                Answer::Fair => p.recorded = false,
+                _ => {}
+            }
+            take(p, token);
+        }
+        Op::FairAcquire {
+            c, n, will_wait, ..
+        } => {
+            let p = &mut parties[client(c)];
+            if n == p.next_wait {
+                p.next_wait += 1;
+            }
+            p.wait = match answer {
+                Answer::Token(_) => None,
+                _ if will_wait => Some((n, true)),
+                _ => None,
+            };
+            take(p, token);
+        }
+        Op::Release { c, token } => {
+            let p = &mut parties[client(c)];
+            if let Some(at) = p.guards.iter().rposition(|&t| t == token) {
+                p.guards.remove(at);
+                p.dropped.push(token);
+            } else {
+                p.dropped.retain(|&t| t != token);
+            }
+        }
+        Op::Renew { c, .. } if *answer == Answer::Int(0) => {
+            let p = &mut parties[client(c)];
+            let lost: Vec<Tokens> = p.guards.drain(..).collect();
+            p.dropped.extend(lost);
+        }
+        Op::Abandon { c, .. } => parties[client(c)].recorded = false,
+        Op::FairAbandon { c, n } => {
+            let p = &mut parties[client(c)];
+            if p.wait.is_some_and(|(w, _)| w == n) {
+                p.wait = None;
+            }
+        }
+        Op::Die(c) => parties[client(c)].alive = false,
+        _ => {}
+    }
+}
+
+/// A guard for `token`: another of the hold's, or the first of a new hold (the old guards'
+/// hold is gone: they are lost).
+fn take(p: &mut Party, token: Option<Tokens>) {
+    let Some(token) = token else {
+        return;
+    };
+    if p.guards.first().is_some_and(|&held| held != token) {
+        let lost: Vec<Tokens> = p.guards.drain(..).collect();
+        p.dropped.extend(lost);
+    }
+    p.guards.push(token);
+}

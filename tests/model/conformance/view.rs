@@ -1,0 +1,159 @@
+//! One form for the state of both sides: the lock's hash, its fair queue, the waiters'
+//! heartbeat keys and the waiting managers, each with what is left of its expiry in ticks.
+//!
+//! The fencing counter (`:f`) is left out: the model retires a token block whenever a hold ends
+//! within its tick (a tick is 1000 µs of its clock floor), the server only when the hold lasted
+//! less than 64 µs of its real clock, so the counter's presence is a matter of time scale. The
+//! tokens it yields are compared by their order (`tokens.rs`).
+
+use std::collections::BTreeMap;
+
+use super::names::{self, MS_PER_TICK};
+use super::tokens::TokenPairs;
+use crate::state::{FairMark, Server, Time};
+
+/// What is left of a key's expiry, in whole ticks (rounded up); `None`: no expiry.
+pub type Left = Option<u64>;
+
+/// The lock hash.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockView {
+    /// Owner id -> holds.
+    pub holds: BTreeMap<String, String>,
+    /// `#t`: the model's token, or the server's until matched.
+    pub token: Option<u64>,
+    /// `#w`.
+    pub marked: bool,
+    /// `#f`: `1` or a waiter id.
+    pub fair: Option<String>,
+    pub left: Left,
+}
+
+/// The keys of one lock, the fencing counter aside.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct View {
+    pub lock: Option<LockView>,
+    pub queue: Vec<String>,
+    /// The queue key's expiry (only while it holds waiters: an empty list is no key).
+    pub queue_left: Option<Left>,
+    /// Waiter id -> its heartbeat key's expiry.
+    pub heartbeats: BTreeMap<String, Left>,
+    /// Waiting managers, in arrival order.
+    pub waiters: Vec<String>,
+    pub waiters_left: Option<Left>,
+    /// Keys, fields and values that neither side should have.
+    pub unexpected: Vec<String>,
+}
+
+fn left(expires: Time, now: Time) -> Left {
+    Some(u64::from(expires.saturating_sub(now)))
+}
+
+impl View {
+    /// The model server's state at `now`.
+    pub fn of_model(s: &Server, now: Time) -> View {
+        let lock = s.lock.as_ref().map(|l| LockView {
+            holds: l
+                .holds
+                .iter()
+                .map(|(c, n)| (names::owner(*c), n.to_string()))
+                .collect(),
+            token: l.token,
+            marked: l.marked,
+            fair: l.fair.as_ref().map(|f| match f {
+                FairMark::Any => "1".to_owned(),
+                FairMark::Wait(w) => names::waiter(*w),
+            }),
+            left: l.expires.and_then(|e| left(e, now)),
+        });
+        View {
+            lock,
+            queue: s.queue.iter().map(|w| names::waiter(*w)).collect(),
+            queue_left: (!s.queue.is_empty()).then(|| left(s.queue_expires, now)),
+            heartbeats: s
+                .heartbeats
+                .iter()
+                .map(|(w, e)| (names::waiter(*w), left(*e, now)))
+                .collect(),
+            waiters: s.waiters.iter().map(|m| names::manager(*m)).collect(),
+            waiters_left: (!s.waiters.is_empty()).then(|| left(s.waiters_expires, now)),
+            unexpected: Vec::new(),
+        }
+    }
+
+    /// The server's state, from the keys `read_state` returned: `(key, type, pttl, content)`.
+    pub fn of_real(keys: Vec<(String, String, i64, Vec<String>)>) -> View {
+        let mut view = View::default();
+        let hb_prefix = names::key(":hb:");
+        for (key, kind, pttl, content) in keys {
+            let expiry = ticks_left(pttl);
+            match (key.as_str(), kind.as_str()) {
+                (names::LOCK, "hash") => view.lock = Some(lock_view(&content, expiry, &mut view)),
+                (k, "list") if k == names::key(":ql") => {
+                    view.queue = content;
+                    view.queue_left = Some(expiry);
+                }
+                (k, "zset") if k == names::key(":w") => {
+                    view.waiters = content;
+                    view.waiters_left = Some(expiry);
+                }
+                (k, "string") if k == names::key(":f") => {}
+                (k, "string") if k.starts_with(&hb_prefix) && content == ["1"] => {
+                    view.heartbeats
+                        .insert(k[hb_prefix.len()..].to_owned(), expiry);
+                }
+                _ => view.unexpected.push(format!("{key} ({kind}): {content:?}")),
+            }
+        }
+        view
+    }
+
+    /// Compares the model's view with the server's, matching the lock's token by its order.
+    pub fn compare(model: &View, mut real: View, tokens: &mut TokenPairs) -> Result<(), String> {
+        if let (Some(m), Some(r)) = (model.lock.as_ref(), real.lock.as_mut()) {
+            if let (Some(mt), Some(rt)) = (m.token, r.token) {
+                tokens
+                    .observe(mt, rt)
+                    .map_err(|e| format!("lock hash #t: {e}"))?;
+                r.token = Some(mt);
+            }
+        }
+        if *model == real {
+            return Ok(());
+        }
+        Err(format!(
+            "states differ:\n  model: {model:?}\n  real:  {real:?}"
+        ))
+    }
+}
+
+/// A `PTTL` in whole ticks, rounded up (the real time a sequence takes is far below a tick).
+fn ticks_left(pttl: i64) -> Left {
+    u64::try_from(pttl).ok().map(|ms| ms.div_ceil(MS_PER_TICK))
+}
+
+fn lock_view(content: &[String], left: Left, view: &mut View) -> LockView {
+    let mut lock = LockView {
+        holds: BTreeMap::new(),
+        token: None,
+        marked: false,
+        fair: None,
+        left,
+    };
+    for pair in content.chunks(2) {
+        let (field, value) = (pair[0].as_str(), pair.get(1).cloned().unwrap_or_default());
+        match field {
+            "#t" => match value.parse() {
+                Ok(token) => lock.token = Some(token),
+                Err(_) => view.unexpected.push(format!("#t = {value}")),
+            },
+            "#w" if value == "1" => lock.marked = true,
+            "#f" => lock.fair = Some(value),
+            f if !f.starts_with('#') => {
+                lock.holds.insert(f.to_owned(), value);
+            }
+            _ => view.unexpected.push(format!("{field} = {value}")),
+        }
+    }
+    lock
+}
