@@ -2,17 +2,28 @@
 
 use super::ops::Op;
 use super::real::Real;
-use super::run::{Run, Tally};
+use super::run::Run;
+use super::tally::Tally;
+use crate::defects::Defects;
+use crate::state::Time;
 
-/// Runs `ops` on both sides from a clean start (fair eviction: one tick).
-fn agree(ops: &[Op]) {
+/// Runs `ops` on both sides from a clean start with this fair eviction (ticks), the model's
+/// scripts carrying `defects`; the first disagreement.
+pub fn replay(ops: &[Op], eviction: Time, defects: Defects) -> Result<(), String> {
     let mut real = Real::start();
-    let mut run = Run::new(&mut real, 1);
+    let mut run = Run::new(&mut real, eviction);
+    run.model.defects = defects;
     let mut tally = Tally::default();
     for op in ops {
-        if let Err(why) = run.step(op, &mut tally) {
-            panic!("{why}");
-        }
+        run.step(op, &mut tally)?;
+    }
+    Ok(())
+}
+
+/// Runs `ops` on both sides; panics where they disagree.
+fn agree(ops: &[Op]) {
+    if let Err(why) = replay(ops, 1, Defects::default()) {
+        panic!("{why}");
     }
 }
 

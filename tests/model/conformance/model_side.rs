@@ -17,6 +17,8 @@ pub struct ModelSide {
     pub alive: Vec<bool>,
     /// The fair eviction (heartbeat deadline and claim lease), in ticks.
     pub eviction: Time,
+    /// The seeded defects the model's scripts carry (none: the scripts as they are).
+    pub defects: Defects,
 }
 
 impl ModelSide {
@@ -28,6 +30,7 @@ impl ModelSide {
             snapshot: None,
             alive: vec![true; usize::from(clients)],
             eviction,
+            defects: Defects::default(),
         }
     }
 
@@ -39,7 +42,7 @@ impl ModelSide {
         }
         let mut ctx = Ctx {
             now: self.now,
-            defects: Defects::default(),
+            defects: self.defects,
             alive: &self.alive,
             out: Vec::new(),
         };

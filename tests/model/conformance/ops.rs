@@ -1,6 +1,7 @@
 //! The operations a sequence is made of, and a seeded generator that draws them as the crate's
 //! managers would make them: each client's holds, its wait and its flags decide the arguments.
 
+use super::outcome::Message;
 use crate::model::Loss;
 use crate::state::{Client, Time};
 
@@ -63,6 +64,23 @@ pub enum Op {
     Die(Client),
 }
 
+impl Op {
+    /// The client whose step this is (none for the environment's).
+    pub fn client(&self) -> Option<Client> {
+        match *self {
+            Op::Acquire { c, .. }
+            | Op::FairAcquire { c, .. }
+            | Op::Release { c, .. }
+            | Op::Renew { c, .. }
+            | Op::Abandon { c, .. }
+            | Op::FairAbandon { c, .. }
+            | Op::Heartbeat { c, .. }
+            | Op::GrantOn { c } => Some(c),
+            _ => None,
+        }
+    }
+}
+
 /// What the generator knows of one client: its holds and its waits.
 #[derive(Clone, Debug, Default)]
 pub struct Party {
@@ -76,6 +94,8 @@ pub struct Party {
     /// The current fair wait and whether it joined the queue.
     pub wait: Option<(u8, bool)>,
     pub next_wait: u8,
+    /// Messages its manager got and has not read yet.
+    pub inbox: Vec<Message>,
 }
 
 /// A seeded generator (splitmix64): the same seed draws the same sequence.
@@ -127,37 +147,86 @@ pub fn draw(rng: &mut Rng, parties: &[Party], snapshot: bool) -> Op {
         .filter(|&c| parties[usize::from(c)].alive)
         .collect();
     let c = alive[rng.below(alive.len() as u64) as usize];
-    let p = &parties[usize::from(c)];
+    loop {
+        let roll = rng.below(100);
+        let drawn = match roll {
+            0..=79 => client_step(rng, c, &parties[usize::from(c)], roll),
+            80..=89 => Some(Op::Tick),
+            90 => Some(Op::Snapshot),
+            91 => Some(Op::Restart(Loss::Nothing)),
+            92 => Some(Op::Restart(Loss::Everything)),
+            93 if snapshot => Some(Op::Restart(Loss::ToSnapshot)),
+            94 if alive.len() > 1 => Some(Op::Die(c)),
+            _ => None,
+        };
+        if let Some(op) = drawn {
+            return op;
+        }
+    }
+}
+
+/// A step of client `c` for `roll` (below 80), if `p` can take it.
+fn client_step(rng: &mut Rng, c: Client, p: &Party, roll: u64) -> Option<Op> {
     let held = p.guards.first().copied();
-    let roll = rng.below(100);
-    let drawn = match roll {
-        0..=15 => Some(acquire(rng, c, p, held)),
-        16..=31 => Some(fair_acquire(rng, c, p, held)),
-        32..=43 => p.guards.last().map(|&token| Op::Release { c, token }),
-        44..=46 => (!p.dropped.is_empty()).then(|| Op::Release {
+    let queued = p.wait.filter(|&(_, queued)| queued).map(|(n, _)| n);
+    match roll {
+        0..=13 => Some(acquire(rng, c, p, held)),
+        14..=29 => Some(fair_acquire(rng, c, p, held)),
+        30..=41 => p.guards.last().map(|&token| Op::Release { c, token }),
+        42..=43 => (!p.dropped.is_empty()).then(|| Op::Release {
             c,
             token: p.dropped[rng.below(p.dropped.len() as u64) as usize],
         }),
-        47..=53 => Some(Op::Renew {
+        44..=49 if !p.guards.is_empty() || rng.chance(20) => Some(Op::Renew {
             c,
             lease: lease(rng),
         }),
-        54..=58 => Some(Op::Abandon {
+        50..=53 => Some(Op::Abandon {
             c,
             pass_on: rng.chance(50),
         }),
-        59..=65 => some_wait(rng, p).map(|n| Op::FairAbandon { c, n }),
-        66..=72 => some_wait(rng, p).map(|n| Op::Heartbeat { c, n }),
-        73..=76 => Some(Op::GrantOn { c }),
-        77..=88 => Some(Op::Tick),
-        89..=90 => Some(Op::Snapshot),
-        91..=92 => Some(Op::Restart(Loss::Nothing)),
-        93..=94 => Some(Op::Restart(Loss::Everything)),
-        95..=96 if snapshot => Some(Op::Restart(Loss::ToSnapshot)),
-        97 if alive.len() > 1 => Some(Op::Die(c)),
+        54..=57 => some_wait(rng, p).map(|n| Op::FairAbandon { c, n }),
+        58..=65 => queued
+            .or_else(|| some_wait(rng, p))
+            .map(|n| Op::Heartbeat { c, n }),
+        66..=68 => Some(Op::GrantOn { c }),
+        69..=79 => p.inbox.first().map(|message| answer_message(c, p, message)),
         _ => None,
-    };
-    drawn.unwrap_or(Op::Tick)
+    }
+}
+
+/// What the manager of `c` does with the first message in its inbox, as `clients.rs` reads
+/// one: a wake-up makes its waiting request try again ('wr'), or is passed on when none waits; a
+/// grant is taken up by its wait's confirming attempt, or passed on when that wait is gone.
+pub fn answer_message(c: Client, p: &Party, message: &Message) -> Op {
+    let held = p.guards.first().copied();
+    match message {
+        Message::Grant(waiter, _) => {
+            let n = waiter
+                .rsplit('|')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            match p.wait {
+                Some((current, queued)) if current == n => Op::FairAcquire {
+                    c,
+                    lease: 1,
+                    will_wait: true,
+                    queued,
+                    n,
+                    held,
+                },
+                _ => Op::FairAbandon { c, n },
+            }
+        }
+        _ if p.recorded => Op::Acquire {
+            c,
+            lease: 1,
+            wait: 2,
+            held,
+        },
+        _ => Op::Abandon { c, pass_on: true },
+    }
 }
 
 fn acquire(rng: &mut Rng, c: Client, p: &Party, held: Option<Tokens>) -> Op {

@@ -2,12 +2,14 @@
 //! states, and keep each client's holds and waits as the answers say.
 
 use super::model_side::ModelSide;
-use super::ops::{draw, Op, Party, Rng, Tokens};
-use super::outcome::{Answer, Message, Outcome};
+use super::ops::{answer_message, draw, Op, Party, Rng, Tokens};
+use super::outcome::{Answer, Outcome};
 use super::real::Real;
 use super::real_side;
+use super::tally::Tally;
 use super::tokens::TokenPairs;
 use super::view::View;
+use crate::defects::Defects;
 use crate::state::{Client, Time};
 
 /// Model processes per sequence.
@@ -18,21 +20,10 @@ pub const CLIENTS: u8 = 3;
 /// past the next tick's floor, which the server's clock (1 µs a µs) never sees.
 const FRESH_PER_TICK: usize = 12;
 
-/// What a sequence did, for the summary.
-#[derive(Debug, Default)]
-pub struct Tally {
-    pub steps: usize,
-    pub tokens: usize,
-    pub busy: usize,
-    pub grants: usize,
-    pub frees: usize,
-    pub restarts: usize,
-}
-
 /// Both sides of one sequence, and what the generator knows of its clients.
 pub struct Run<'a> {
     real: &'a mut Real,
-    model: ModelSide,
+    pub model: ModelSide,
     parties: Vec<Party>,
     tokens: TokenPairs,
     fresh_in_tick: usize,
@@ -57,12 +48,23 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// The next step the generator draws (a tick when this tick has its fill of tokens).
-    pub fn draw(&self, rng: &mut Rng) -> Op {
+    /// The next step the generator draws (a tick when this tick has its fill of tokens). A
+    /// step that answers its client's first message reads it from the inbox.
+    pub fn draw(&mut self, rng: &mut Rng) -> Op {
         if self.fresh_in_tick >= FRESH_PER_TICK {
             return Op::Tick;
         }
-        draw(rng, &self.parties, self.model.snapshot.is_some())
+        let op = draw(rng, &self.parties, self.model.snapshot.is_some());
+        if let Some(c) = op.client() {
+            let p = &mut self.parties[usize::from(c)];
+            if p.inbox
+                .first()
+                .is_some_and(|m| answer_message(c, p, m) == op)
+            {
+                p.inbox.remove(0);
+            }
+        }
+        op
     }
 
     /// Runs `op` on both sides and compares them; on a disagreement, the steps so far and why.
@@ -85,17 +87,35 @@ impl<'a> Run<'a> {
                 format!("{why}\nreal answer: {got:?}\nsteps:\n  {steps}")
             })?;
         self.fresh_in_tick += fresh;
-        count(tally, op, &expected);
+        tally.count(op, &expected);
         follow(&mut self.parties, op, &expected, &got);
+        self.deliver(op, &expected);
         Ok(())
+    }
+
+    /// Puts the step's messages in the inboxes (a restart drops what they held).
+    fn deliver(&mut self, op: &Op, outcome: &Outcome) {
+        if matches!(op, Op::Restart(_)) {
+            self.parties.iter_mut().for_each(|p| p.inbox.clear());
+        }
+        for (c, message) in &outcome.messages {
+            self.parties[usize::from(*c)].inbox.push(message.clone());
+        }
     }
 }
 
-/// One sequence of `steps` steps drawn from `seed`.
-pub fn sequence(real: &mut Real, seed: u64, steps: usize, tally: &mut Tally) -> Result<(), String> {
+/// One sequence of `steps` steps drawn from `seed`, the model's scripts carrying `defects`.
+pub fn sequence(
+    real: &mut Real,
+    seed: u64,
+    steps: usize,
+    defects: Defects,
+    tally: &mut Tally,
+) -> Result<(), String> {
     let mut rng = Rng::new(seed);
-    let eviction: Time = 1 + rng.below(2) as Time;
+    let eviction: Time = 1 + rng.below(3) as Time;
     let mut run = Run::new(real, eviction);
+    run.model.defects = defects;
     for _ in 0..steps {
         let op = run.draw(&mut rng);
         run.step(&op, tally)?;
@@ -121,22 +141,6 @@ fn compare(expected: &Outcome, got: &Outcome, tokens: &mut TokenPairs) -> Result
         return Err(format!("outcomes differ: model {expected:?}"));
     }
     Ok(fresh)
-}
-
-fn count(tally: &mut Tally, op: &Op, expected: &Outcome) {
-    tally.steps += 1;
-    match expected.answer {
-        Answer::Token(_) => tally.tokens += 1,
-        Answer::Busy | Answer::Again | Answer::Fair => tally.busy += 1,
-        _ => {}
-    }
-    for (_, message) in &expected.messages {
-        match message {
-            Message::Grant(..) => tally.grants += 1,
-            _ => tally.frees += 1,
-        }
-    }
-    tally.restarts += usize::from(matches!(op, Op::Restart(_)));
 }
 
 /// A token on both sides from the outcomes of one step.
