@@ -116,6 +116,8 @@ pub fn acquire(
     wait: u8,
     held: Option<u64>,
 ) -> Acquired {
+    // read before a stale hold ends below: its mark stays with the lock
+    let marked = s.lock.as_ref().is_some_and(|l| l.marked);
     if let Some(l) = &s.lock {
         if l.fair.is_some() {
             return Acquired::Fair;
@@ -129,7 +131,6 @@ pub fn acquire(
             return Acquired::Token(reenter(s, c, owner, lease));
         }
     }
-    let marked = s.lock.as_ref().is_some_and(|l| l.marked);
     if s.lock.as_ref().is_none_or(|l| l.token.is_none()) {
         if !s.queue.is_empty() {
             return Acquired::Fair;

@@ -1,7 +1,7 @@
 //! The run has teeth: the model's scripts with one seeded defect (`defects.rs`) disagree with
 //! the real scripts within a bounded number of sequences, each defect in a test of its own.
 
-use super::findings::replay;
+use super::findings::{replay, LAST};
 use super::ops::Op;
 use super::real::Real;
 use super::run::sequence;
@@ -80,11 +80,10 @@ fn restored_hold() -> Vec<Op> {
         wait: 0,
         held: None,
     };
-    let token = (0, 0);
     vec![
         acquire.clone(),
         Op::Snapshot,
-        Op::Release { c: 0, token },
+        Op::Release { c: 0, token: LAST },
         Op::Restart(Loss::ToSnapshot),
         acquire,
     ]

@@ -67,6 +67,21 @@ impl<'a> Run<'a> {
         op
     }
 
+    /// `op` with a release of [`super::findings::LAST`] bound to the client's last guard.
+    pub fn resolve(&self, op: &Op) -> Op {
+        match *op {
+            Op::Release { c, token } if token == super::findings::LAST => {
+                let p = &self.parties[usize::from(c)];
+                let last = p.guards.last().or(p.dropped.last()).copied();
+                Op::Release {
+                    c,
+                    token: last.unwrap_or(token),
+                }
+            }
+            _ => op.clone(),
+        }
+    }
+
     /// Runs `op` on both sides and compares them; on a disagreement, the steps so far and why.
     pub fn step(&mut self, op: &Op, tally: &mut Tally) -> Result<(), String> {
         if matches!(op, Op::Tick | Op::Restart(_)) {
