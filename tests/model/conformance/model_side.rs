@@ -48,7 +48,11 @@ impl ModelSide {
         };
         let answer = match op {
             Op::Acquire { .. } | Op::FairAcquire { .. } => {
-                acquire(&mut self.server, &mut ctx, op, self.eviction)
+                match acquire(&mut self.server, &mut ctx, op, self.eviction) {
+                    // the script answers the lease the lock has left after it
+                    Answer::Busy(_) => Answer::Busy(lease_left(&self.server, self.now)),
+                    other => other,
+                }
             }
             _ => call(&mut self.server, &mut ctx, op, self.eviction),
         };
@@ -152,9 +156,17 @@ fn call(s: &mut Server, ctx: &mut Ctx, op: &Op, eviction: Time) -> Answer {
 fn acquired(got: Acquired) -> Answer {
     match got {
         Acquired::Token(t) => Answer::Token(t),
-        Acquired::Busy => Answer::Busy,
+        Acquired::Busy => Answer::Busy(0),
         Acquired::Fair => Answer::Fair,
     }
+}
+
+/// What is left of the lock's lease, in ticks (0: no lock, or one without a lease).
+fn lease_left(s: &Server, now: Time) -> u64 {
+    s.lock
+        .as_ref()
+        .and_then(|l| l.expires)
+        .map_or(0, |e| u64::from(e.saturating_sub(now)))
 }
 
 /// The holds `c` has left of the hold made under `token` (0: it ended).

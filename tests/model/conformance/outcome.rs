@@ -8,8 +8,8 @@ use crate::state::Client;
 pub enum Answer {
     /// A fencing token (the model's, or the server's until matched).
     Token(u64),
-    /// Busy: `-1 - ttl` with a lease left.
-    Busy,
+    /// Busy: `-1 - ttl`, with the lock's lease left in whole ticks (rounded up).
+    Busy(u64),
     /// fair_acquire.lua's `-1`: try again at once (a grant stopped at its bound).
     Again,
     /// acquire.lua's `'fair'`: the request waits in the fair queue.

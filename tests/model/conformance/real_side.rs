@@ -57,7 +57,7 @@ fn acquire(real: &mut Real, op: &Op, eviction: Time) -> Answer {
             let mut args = vec![names::owner(c), ms(lease), mode];
             args.extend(held.map(|t| t.1.to_string()));
             match acquired(real.call(|l| &l.acquire, &lock(), &args)) {
-                Answer::Int(-1) => Answer::Busy,
+                Answer::Int(-1) => Answer::Busy(0),
                 other => other,
             }
         }
@@ -154,7 +154,7 @@ fn acquired(value: Value) -> Answer {
     match value {
         Value::Int(t) if t > 0 => Answer::Token(t as u64),
         Value::Int(-1) => Answer::Int(-1),
-        Value::Int(t) if t < -1 => Answer::Busy,
+        Value::Int(t) if t < -1 => Answer::Busy((-1 - t).unsigned_abs().div_ceil(MS_PER_TICK)),
         other => match text(&other) {
             Some(word) if word == "fair" => Answer::Fair,
             _ => Answer::Other(format!("{other:?}")),

@@ -176,7 +176,7 @@ fn follow(parties: &mut [Party], op: &Op, expected: &Outcome, got: &Outcome) {
             let p = &mut parties[client(c)];
             match answer {
                 Answer::Token(_) => p.recorded = false,
-                Answer::Busy if wait > 0 => p.recorded = true,
+                Answer::Busy(_) if wait > 0 => p.recorded = true,
                 Answer::Fair => p.recorded = false,
                 _ => {}
             }

@@ -97,7 +97,8 @@ impl View {
                     view.waiters = content;
                     view.waiters_left = Some(expiry);
                 }
-                (k, "string") if k == names::key(":f") => {}
+                // the fencing counter: not compared, but it must expire (60 s)
+                (k, "string") if k == names::key(":f") && pttl > 0 => {}
                 (k, "string") if k.starts_with(&hb_prefix) && content == ["1"] => {
                     view.heartbeats
                         .insert(k[hb_prefix.len()..].to_owned(), expiry);
