@@ -11,6 +11,8 @@
 //! makes a sequence disagree, and the test prints the seed and the steps until `scripts.rs` (or
 //! `fair.rs`) makes the same change. (Taking `GT` out of renew.lua's `PEXPIRE` fails it within a
 //! few hundred steps: a renewal with a shorter lease then cuts the lock's expiry.)
+//! `model_defects.rs` turns it around: each seeded defect of the model's scripts makes a run
+//! disagree. `findings.rs` keeps each disagreement found as a fixed sequence.
 //!
 //! `CONFORMANCE_CASES` (sequences), `CONFORMANCE_STEPS` (steps each) and `CONFORMANCE_SEED` (the
 //! first sequence's seed; each next one adds 1) set a run; the seed is printed.
@@ -28,7 +30,10 @@
 //!   `FLUSHALL`, back to a snapshot is every key `DUMP`ed at the snapshot and `RESTORE`d with
 //!   its expiry less the ticks since. Pub/sub connections stay (the model's managers listen again
 //!   at once).
-//! - A dead process's manager unsubscribes from its inbox channel.
+//! - Messages are read from each live manager's subscribed inbox connection and compared per
+//!   manager (the order between two managers' messages is not observable); a grant a release
+//!   returns to its own manager counts as a message to it. A dead process's manager
+//!   unsubscribes.
 //! - heartbeat.lua's answer (0 gone, 1 queued behind a holder, 2 queued with the lock free) has
 //!   no counterpart in `fair.rs`: it is derived from the model's state.
 //! - Not covered: the plain path, shared locks and semaphores (not in the model yet), the
