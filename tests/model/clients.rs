@@ -21,18 +21,23 @@ impl LockModel {
             }
             let holding = !p.guards.is_empty();
             let live = holding && s.now < p.deadline;
-            if p.phase == Phase::Idle && p.budget > 0 && p.guards.len() < 2 && (!holding || live) {
+            let free_hand = p.phase == Phase::Idle && p.budget > 0 && !p.cohort;
+            if free_hand && p.guards.len() < 2 && (!holding || live) {
                 for &lease in &self.cfg.leases {
                     for fair in [false, true] {
                         actions.push(Action::Acquire { c, lease, fair });
                     }
                 }
             }
-            if p.phase != Phase::Idle {
+            // the liveness check's waiters are patient, and retry only when told to at once
+            let timers = !self.cfg.liveness;
+            if p.phase != Phase::Idle && (timers || p.again) {
                 actions.push(Action::Retry(c));
+            }
+            if p.phase != Phase::Idle && timers {
                 actions.push(Action::Abandon(c));
             }
-            if matches!(p.phase, Phase::Fair { queued: true, .. }) {
+            if matches!(p.phase, Phase::Fair { queued: true, .. }) && timers {
                 actions.push(Action::Heartbeat(c));
             }
             for m in 0..p.inbox.len() {
@@ -41,7 +46,8 @@ impl LockModel {
             if holding {
                 actions.push(Action::Release(c));
             }
-            if live {
+            self.cohort_actions(c, p, live, actions);
+            if live && timers {
                 for g in &p.guards {
                     actions.push(Action::Renew { c, lease: g.lease });
                 }
@@ -130,6 +136,7 @@ impl LockModel {
                 let p = &mut s.procs[usize::from(c)];
                 if scripts::renew(&mut s.server, &ctx, c, lease) {
                     p.deadline = p.deadline.max(now + lease);
+                    p.proven = self.cfg.cohorts;
                 } else {
                     lose(s, c);
                 }
@@ -139,8 +146,12 @@ impl LockModel {
                 let more = fair::grant_on(&mut s.server, &mut ctx, eviction);
                 s.procs[usize::from(c)].grant_on = more;
             }
+            Action::CohortWait(_) | Action::Confirm(_) | Action::HandOff(_) => {
+                self.step_cohort(s, action)
+            }
             _ => unreachable!("an environment step"),
         }
+        self.cohorts_to_backend(s);
         let out = std::mem::take(&mut ctx.out);
         LockModel::deliver(s, out);
     }
@@ -148,6 +159,7 @@ impl LockModel {
     /// One attempt of the request of `c`: its acquire script, and what the answer makes of it.
     fn attempt(&self, s: &mut State, ctx: &mut scripts::Ctx, c: Client, wait: bool) {
         let eviction = self.cfg.eviction;
+        s.procs[usize::from(c)].again = false;
         let p = &s.procs[usize::from(c)];
         let held = p.guards.first().map(|g| g.token);
         let answer = match p.phase.clone() {
@@ -161,8 +173,9 @@ impl LockModel {
                 };
                 let answer = scripts::acquire(&mut s.server, ctx, c, lease, mode, held);
                 if answer == Acquired::Fair && wait {
-                    // the request waits in the fair queue from now on
+                    // the request waits in the fair queue from now on (it asks at once)
                     let p = &mut s.procs[usize::from(c)];
+                    p.again = self.cfg.liveness;
                     let waiter = (c, p.next_wait);
                     p.next_wait += 1;
                     p.phase = Phase::Fair {
@@ -197,11 +210,13 @@ impl LockModel {
                     held,
                 );
                 if !matches!(answer, Acquired::Token(_)) && wait {
-                    s.procs[usize::from(c)].phase = Phase::Fair {
+                    let p = &mut s.procs[usize::from(c)];
+                    p.phase = Phase::Fair {
                         lease,
                         waiter,
                         queued: true,
                     };
+                    p.again = self.cfg.liveness && answer == Acquired::Fair;
                 }
                 (answer, lease)
             }
@@ -225,8 +240,16 @@ impl LockModel {
                 } else {
                     p.deadline = p.deadline.max(now + lease);
                 }
-                p.guards.push(Guard { token, lease });
+                p.guards.push(Guard {
+                    token,
+                    lease,
+                    fence: token,
+                });
                 p.phase = Phase::Idle;
+                p.proven = self.cfg.cohorts;
+                if self.cfg.liveness {
+                    s.ghost.took |= 1 << c;
+                }
             }
             _ if !wait => p.phase = Phase::Idle,
             _ => {}
@@ -243,7 +266,7 @@ impl LockModel {
 }
 
 /// `lost()` fires: the guards go, each sending its release (which may land late).
-fn lose(s: &mut State, c: Client) {
+pub(crate) fn lose(s: &mut State, c: Client) {
     let p = &mut s.procs[usize::from(c)];
     let tokens: Vec<u64> = p.guards.drain(..).map(|g| g.token).collect();
     p.late_releases.extend(tokens);

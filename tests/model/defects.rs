@@ -16,4 +16,8 @@ pub struct Defects {
     pub grant_unnamed: bool,
     /// fair_acquire.lua marks '#w' on a lock that does not exist (a hash without expiry).
     pub mark_missing: bool,
+    /// A cohort hands its hold to the next request without the server's recent word on it.
+    pub handoff_unproven: bool,
+    /// release.lua frees the lock and tells nobody (a lost wake-up).
+    pub release_silent: bool,
 }

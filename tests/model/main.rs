@@ -29,10 +29,12 @@
 //! (`eventually`), and loom/shuttle checks of the in-process hand-offs.
 
 mod clients;
+mod cohort;
 #[cfg(feature = "redis")]
 mod conformance;
 mod defects;
 mod fair;
+mod liveness;
 mod model;
 mod properties;
 mod scripts;
@@ -57,6 +59,8 @@ pub fn small() -> Config {
         budget: 2,
         dead_queue: true,
         deaths: true,
+        cohorts: false,
+        liveness: false,
         defects: defects::Defects::default(),
     }
 }

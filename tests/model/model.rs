@@ -27,6 +27,11 @@ pub struct Config {
     pub dead_queue: bool,
     /// Whether a process may die.
     pub deaths: bool,
+    /// Whether a second request of a holding process may wait for its hold in memory (cohorts).
+    pub cohorts: bool,
+    /// The liveness check's bounds: the clock stands still and nothing fails, so that only a
+    /// wake-up (or an answer "try again at once") moves a waiter on (see `liveness.rs`).
+    pub liveness: bool,
     pub defects: Defects,
 }
 
@@ -59,6 +64,9 @@ pub enum Action {
     Renew { c: Client, lease: Time },
     Lost(Client),
     GrantOn(Client),
+    CohortWait(Client),
+    Confirm(Client),
+    HandOff(Client),
 }
 
 /// The lock protocol of one lock on one Redis server.
@@ -79,6 +87,9 @@ fn proc(alive: bool, budget: u8) -> Proc {
         next_wait: 0,
         budget,
         forgotten: false,
+        cohort: false,
+        proven: false,
+        again: false,
     }
 }
 
@@ -122,15 +133,21 @@ impl LockModel {
             if self.cfg.deaths && all_alive {
                 actions.push(Action::Die(c));
             }
-            for m in 0..p.inbox.len() {
-                actions.push(Action::DropMsg(c, m));
+            if !self.cfg.liveness {
+                for m in 0..p.inbox.len() {
+                    actions.push(Action::DropMsg(c, m));
+                }
             }
         }
     }
 
     fn step_environment(&self, s: &mut State, action: &Action) {
         match action {
-            Action::Tick => s.now += 1,
+            Action::Tick => {
+                s.now += 1;
+                // a proof is good for 10 ms: far less than a tick
+                s.procs.iter_mut().for_each(|p| p.proven = false);
+            }
             Action::Snapshot => s.snapshot = Some(s.server.clone()),
             Action::Restart(loss) => {
                 s.restarts += 1;
@@ -144,6 +161,7 @@ impl LockModel {
                 let lock = s.server.lock.as_ref();
                 for (i, p) in s.procs.iter_mut().enumerate() {
                     p.inbox.clear();
+                    p.proven = false;
                     let kept = p.guards.first().is_none_or(|g| {
                         lock.is_some_and(|l| {
                             let count = l.holds.get(&(i as Client)).copied().unwrap_or(0);
@@ -233,6 +251,6 @@ impl Model for LockModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        properties()
+        properties(&self.cfg)
     }
 }

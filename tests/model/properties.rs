@@ -1,6 +1,7 @@
 //! The safety contract (DESIGN.md) as properties of the model.
 
-use crate::model::LockModel;
+use crate::liveness::{taken, TAKEN};
+use crate::model::{Config, LockModel};
 use crate::state::{Phase, State};
 use stateright::Property;
 
@@ -41,13 +42,17 @@ fn no_stranded(_: &LockModel, s: &State) -> bool {
     })
 }
 
-/// Every property the model checks.
-pub fn properties() -> Vec<Property<LockModel>> {
-    vec![
+/// Every property the model checks under the bounds `cfg`.
+pub fn properties(cfg: &Config) -> Vec<Property<LockModel>> {
+    let mut all = vec![
         Property::always(EXCLUSION, exclusion),
         Property::always(OWN_HOLD, |_, s: &State| !s.ghost.touched_foreign),
         Property::always(TOKENS, |_, s: &State| !s.ghost.token_regressed),
         Property::always(EXPIRY, |_, s: &State| !s.server.key_without_expiry()),
         Property::always(NO_STRANDED, no_stranded),
-    ]
+    ];
+    if cfg.liveness {
+        all.push(Property::eventually(TAKEN, taken));
+    }
+    all
 }

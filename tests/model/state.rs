@@ -115,6 +115,9 @@ pub enum Phase {
 pub struct Guard {
     pub token: u64,
     pub lease: Time,
+    /// The fencing token of the request holding through this guard: the hold's own, or the
+    /// next of its block after a hand-off in memory (`token` stays the server's).
+    pub fence: u64,
 }
 
 /// A client process: its request, its guards (a re-entry adds one) and its inbox.
@@ -138,6 +141,14 @@ pub struct Proc {
     /// Ghost: a restart with loss took this hold from the server. Exclusion rests on the server
     /// keeping its writes; the watchdog's next renewal tells the holder (contract 6).
     pub forgotten: bool,
+    /// A second request of this process waits for its hold, in memory (a cohort).
+    pub cohort: bool,
+    /// The server answered a call with this hold since the clock last advanced: the proof a
+    /// hand-off in memory needs (its 10 ms window is far shorter than a tick or a restart).
+    pub proven: bool,
+    /// The last answer said "try again at once" (the liveness check's clock does not advance,
+    /// so this is the only retry that is not a wake-up).
+    pub again: bool,
 }
 
 /// Ghost fields: what happened, for the properties.
@@ -149,6 +160,8 @@ pub struct Ghost {
     pub token_regressed: bool,
     /// A release or renewal changed a hold it did not make.
     pub touched_foreign: bool,
+    /// The processes that have taken the lock (a bit each), for the liveness check.
+    pub took: u8,
 }
 
 /// The whole model state.

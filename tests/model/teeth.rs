@@ -1,7 +1,7 @@
 //! Each seeded defect is found: the checker breaks the property it is about, and prints how.
 
 use crate::defects::Defects;
-use crate::model::LockModel;
+use crate::model::{Config, LockModel};
 use crate::properties::{EXCLUSION, EXPIRY, NO_STRANDED, OWN_HOLD, TOKENS};
 use crate::small;
 use stateright::{Checker, HasDiscoveries, Model};
@@ -9,6 +9,12 @@ use stateright::{Checker, HasDiscoveries, Model};
 fn found(defects: Defects, property: &'static str) {
     let mut cfg = small();
     cfg.defects = defects;
+    found_in(cfg, property);
+}
+
+/// Asserts that the checker finds a path that breaks `property` under `cfg`, and prints it.
+pub fn found_in(cfg: Config, property: &'static str) {
+    let defects = cfg.defects;
     let checker = LockModel { cfg }
         .checker()
         .target_max_depth(crate::DEPTH)
@@ -88,4 +94,12 @@ fn a_mark_on_a_missing_lock_is_found() {
         },
         EXPIRY,
     );
+}
+
+#[test]
+fn a_cohort_handoff_of_a_lost_hold_is_found() {
+    let mut cfg = small();
+    cfg.cohorts = true;
+    cfg.defects.handoff_unproven = true;
+    found_in(cfg, EXCLUSION);
 }
