@@ -131,16 +131,7 @@ impl LockModel {
                 let token = s.procs[usize::from(c)].late_releases.remove(0);
                 self.release(s, &mut ctx, c, token);
             }
-            Action::Renew { c, lease } => {
-                let now = s.now;
-                let p = &mut s.procs[usize::from(c)];
-                if scripts::renew(&mut s.server, &ctx, c, lease) {
-                    p.deadline = p.deadline.max(now + lease);
-                    p.proven = self.cfg.cohorts;
-                } else {
-                    lose(s, c);
-                }
-            }
+            Action::Renew { c, lease } => self.renew(s, &ctx, c, lease),
             Action::Lost(c) => lose(s, c),
             Action::GrantOn(c) => {
                 let more = fair::grant_on(&mut s.server, &mut ctx, eviction);
@@ -154,6 +145,18 @@ impl LockModel {
         self.cohorts_to_backend(s);
         let out = std::mem::take(&mut ctx.out);
         LockModel::deliver(s, out);
+    }
+
+    /// The watchdog renews the hold of `c` with `lease`: a renewal that finds it gone loses it.
+    fn renew(&self, s: &mut State, ctx: &scripts::Ctx, c: Client, lease: u8) {
+        let now = s.now;
+        let p = &mut s.procs[usize::from(c)];
+        if scripts::renew(&mut s.server, ctx, c, lease) {
+            p.deadline = p.deadline.max(now + lease);
+            p.proven = self.cfg.cohorts;
+        } else {
+            lose(s, c);
+        }
     }
 
     /// One attempt of the request of `c`: its acquire script, and what the answer makes of it.

@@ -20,4 +20,20 @@ pub struct Defects {
     pub handoff_unproven: bool,
     /// release.lua frees the lock and tells nobody (a lost wake-up).
     pub release_silent: bool,
+    /// shared.lua's `has_room` lets a write in while reads hold (it looks at `#x` alone).
+    pub write_beside_reads: bool,
+    /// shared.lua's `has_room` grants a permit while all of them are held (`<=` for `<`).
+    pub permit_over: bool,
+    /// A read joins its read group's hold without the server's recent word on it.
+    pub join_unproven: bool,
+}
+
+impl Defects {
+    /// The names of the defects switched on, for the traces printed.
+    pub fn switched_on(&self) -> String {
+        let all = format!("{self:?}");
+        let fields = all.split([',', '{', '}']).map(str::trim);
+        let on = fields.filter_map(|f| f.strip_suffix(": true"));
+        on.collect::<Vec<_>>().join(", ")
+    }
 }

@@ -78,10 +78,11 @@ fn every_waiter_is_woken_to_a_free_lock() {
 #[test]
 fn a_release_that_wakes_nobody_is_found() {
     let mut cfg = bounds();
+    cfg.clients = 2;
     cfg.defects.release_silent = true;
     let checker = LockModel { cfg }.checker().threads(2).spawn_bfs().join();
     let path = checker.discovery(TAKEN);
     let path = path.unwrap_or_else(|| panic!("a lost wake-up not found by {TAKEN}"));
-    let steps = path.clone().into_actions().len();
-    println!("{TAKEN} broken by a release that wakes nobody in {steps} steps:\n{path}");
+    let what = "a release that wakes nobody";
+    crate::trace::report(checker.model(), path, TAKEN, what);
 }

@@ -1,45 +1,66 @@
 //! The lock protocol of the Redis backend, model-checked with stateright.
 //!
-//! Each script of `src/backend/redis/*.lua` is one atomic step on a model server (`scripts.rs`
-//! mirrors acquire.lua, fair_acquire.lua, release.lua, renew.lua, fair_abandon.lua,
-//! abandon.lua, grant_on.lua, heartbeat.lua and the helpers of common.lua they use). Client
-//! processes (`clients.rs`) acquire in exclusive or fair mode, wait, are woken, re-enter,
-//! renew, release, learn they lost the lock, and give up waiting; the environment (`model.rs`)
-//! advances the server clock, takes a snapshot, restarts the server losing nothing, back to the
-//! snapshot or everything, kills a process, and drops or reorders pub/sub messages. The
-//! properties (`properties.rs`) are the safety contract of DESIGN.md; each seeded defect
-//! (`defects.rs`) must be found by the checker, with its counterexample printed.
-//! `conformance.rs` runs random sequences of the scripts' steps on the model and on a real
-//! redis-server running the crate's scripts: answers, messages and states must agree.
+//! Each script of `src/backend/redis/*.lua` is one atomic step on a model server, mirroring its
+//! decisions line by line. Two models share the clock, the restarts and the seeded defects:
+//!
+//! - Exclusive and fair locks (`model.rs`, `clients.rs`, `scripts.rs`, `fair.rs`): acquire.lua,
+//!   fair_acquire.lua, release.lua, renew.lua, fair_abandon.lua, abandon.lua, grant_on.lua,
+//!   heartbeat.lua and the helpers of common.lua they use. Client processes acquire in either
+//!   mode, wait, are woken, re-enter, renew, release, learn they lost the lock and give up
+//!   waiting; a second request of a holding process may wait for its hold in memory and take it
+//!   by a cohort's hand-off (`cohort.rs`), which needs a recent proof of the hold.
+//! - Read/write locks and semaphores (`shared_*.rs`): shared_acquire.lua, shared_release.lua,
+//!   shared_abandon.lua, shared.lua's grant, and the shared parts of renew.lua, heartbeat.lua
+//!   and grant_on.lua. Requests take reads, writes or permits, wait in the shared queue, are
+//!   granted, renew, release and give up; a read joins its process's held read in memory (a
+//!   read group), which needs a recent proof of the hold too.
+//!
+//! The environment advances the server clock, takes a snapshot, restarts the server losing
+//! nothing, back to the snapshot or everything, kills a process, and drops or reorders pub/sub
+//! messages. The properties are the safety contract of DESIGN.md (`properties.rs`,
+//! `shared_checks.rs`) and its liveness (`liveness.rs`); each seeded defect (`defects.rs`) must
+//! be found by the checker, with its counterexample printed (`trace.rs`).
 //!
 //! What it abstracts:
-//! - One lock, one owner id per process, one request per process plus its re-entries.
+//! - One lock, one owner id per process. A process has one request plus its re-entries (exclusive
+//!   and fair), or one backend hold of a shared lock and the reads that joined it; each cohort's
+//!   or read group's owner id is made for its one hold, so the model's owner and token stand
+//!   for it. Shared holds are not re-entered in the backend.
 //! - Time is whole ticks; a restart takes one. The client's clock is the server's: a hold's
 //!   `lost()` fires at the tick its lease ends on the server. A grant is taken up by the
-//!   waiter's confirming `fair_acquire` (which finds its grant), not from the message alone.
+//!   waiter's confirming acquire call (which finds its grant), not from the message alone.
+//! - A proof of a hold (an answer with it, from a call begun under 10 ms before) lasts until the
+//!   clock advances or the server restarts: both take far longer than 10 ms.
 //! - Tokens: the clock floor is `tick * 1000` µs, so a restart (a tick) passes every block.
-//! - A grant's bound (MAX_LOOKED) is 1 waiter; a grant is never undone by a PUBLISH that
-//!   reached nobody (a manager that listens within a script keeps listening).
+//! - A grant's bound (MAX_LOOKED) is 1 waiter (2 for shared locks); a grant is never undone by a
+//!   PUBLISH that reached nobody (a manager that listens within a script keeps listening), and
+//!   no grant goes to the releasing manager's own waiters.
 //! - A process that takes no step while the clock advances is a paused process.
+//! - Liveness is checked with the clock standing still and nothing failing (see `liveness.rs`).
 //!
-//! Not yet modelled (the next steps): cohorts (in-memory hand-off and its 10 ms proof window),
-//! read/write locks, read groups and semaphores (shared_*.lua), the plain path (SET NX and
-//! plain_release.lua), Redis Cluster and the quorum backend, clock drift between client and
-//! server, two locks, the watchdog's unanswered renewals, liveness under fair scheduling
-//! (`eventually`), and loom/shuttle checks of the in-process hand-offs.
+//! Not yet modelled (the next steps): the plain path (SET NX and plain_release.lua), Redis
+//! Cluster and the quorum backend, clock drift between client and server, two locks, the
+//! watchdog's unanswered renewals, random walks beyond the exhaustive bounds, liveness of
+//! shared locks and under faults, the cohort's bound on hand-offs and the end of its token
+//! block, a conformance run of the model's operations against a real redis-server, and
+//! loom/shuttle checks of the in-process hand-offs.
 
 mod clients;
 mod cohort;
-#[cfg(feature = "redis")]
-mod conformance;
 mod defects;
 mod fair;
 mod liveness;
 mod model;
 mod properties;
 mod scripts;
+mod shared_checks;
+mod shared_clients;
+mod shared_model;
+mod shared_scripts;
+mod shared_state;
 mod state;
 mod teeth;
+mod trace;
 
 use model::{Config, LockModel};
 use stateright::{Checker, Model};

@@ -24,10 +24,7 @@ pub fn found_in(cfg: Config, property: &'static str) {
         .join();
     let path = checker.discovery(property);
     let path = path.unwrap_or_else(|| panic!("{defects:?} not found by {property}"));
-    println!(
-        "{property} broken by {defects:?} in {} steps:\n{path}",
-        path.clone().into_actions().len()
-    );
+    crate::trace::report(checker.model(), path, property, &defects.switched_on());
 }
 
 #[test]
