@@ -22,7 +22,9 @@ impl LockModel {
             let holding = !p.guards.is_empty();
             let live = holding && s.now < p.deadline;
             let free_hand = p.phase == Phase::Idle && p.budget > 0 && !p.cohort;
-            if free_hand && p.guards.len() < 2 && (!holding || live) {
+            // (a cohort's leader re-enters its plain lock in memory, not by a script)
+            let reenters = p.plain != Some(false);
+            if free_hand && p.guards.len() < 2 && (!holding || live && reenters) {
                 for &lease in &self.cfg.leases {
                     for fair in [false, true] {
                         actions.push(Action::Acquire { c, lease, fair });
@@ -47,6 +49,7 @@ impl LockModel {
                 actions.push(Action::Release(c));
             }
             self.cohort_actions(c, p, live, actions);
+            self.plain_actions(s, c, actions);
             if live && timers {
                 for g in &p.guards {
                     actions.push(Action::Renew { c, lease: g.lease });
@@ -123,13 +126,13 @@ impl LockModel {
                     fair::heartbeat(&mut s.server, &ctx, waiter, eviction);
                 }
             }
-            Action::Release(c) => {
-                let guard = s.procs[usize::from(c)].guards.pop().expect("holding");
-                self.release(s, &mut ctx, c, guard.token);
-            }
-            Action::LateRelease(c) => {
-                let token = s.procs[usize::from(c)].late_releases.remove(0);
-                self.release(s, &mut ctx, c, token);
+            Action::Release(c) => self.release_guard(s, &mut ctx, c),
+            Action::LateRelease(c) => match s.procs[usize::from(c)].late_releases.remove(0) {
+                (token, Some(fair)) => self.release_plain(s, &mut ctx, c, token, fair, token),
+                (token, None) => self.release(s, &mut ctx, c, token),
+            },
+            Action::PlainAcquire { c, lease, fair } => {
+                self.plain_acquire(s, &mut ctx, c, lease, fair)
             }
             Action::Renew { c, lease } => self.renew(s, &ctx, c, lease),
             Action::Lost(c) => lose(s, c),
@@ -151,7 +154,12 @@ impl LockModel {
     fn renew(&self, s: &mut State, ctx: &scripts::Ctx, c: Client, lease: u8) {
         let now = s.now;
         let p = &mut s.procs[usize::from(c)];
-        if scripts::renew(&mut s.server, ctx, c, lease) {
+        let held = p.guards.first().map_or(0, |g| g.token);
+        let renewed = match p.plain {
+            Some(fair) => crate::plain::renew_plain(&mut s.server, ctx, (c, fair, held), lease),
+            None => scripts::renew(&mut s.server, ctx, c, lease),
+        };
+        if renewed {
             p.deadline = p.deadline.max(now + lease);
             p.proven = self.cfg.cohorts;
         } else {
@@ -165,6 +173,7 @@ impl LockModel {
         s.procs[usize::from(c)].again = false;
         let p = &s.procs[usize::from(c)];
         let held = p.guards.first().map(|g| g.token);
+        let held_plain = p.plain == Some(true);
         let answer = match p.phase.clone() {
             Phase::Exclusive { lease, recorded } => {
                 let mode = if !wait {
@@ -210,7 +219,7 @@ impl LockModel {
                     queued,
                     eviction,
                     waiter,
-                    held,
+                    (held, held_plain),
                 );
                 if !matches!(answer, Acquired::Token(_)) && wait {
                     let p = &mut s.procs[usize::from(c)];
@@ -228,7 +237,7 @@ impl LockModel {
         self.took(s, c, answer.0, answer.1, wait);
     }
 
-    fn took(&self, s: &mut State, c: Client, answer: Acquired, lease: u8, wait: bool) {
+    pub(crate) fn took(&self, s: &mut State, c: Client, answer: Acquired, lease: u8, wait: bool) {
         let now = s.now;
         let p = &mut s.procs[usize::from(c)];
         match answer {
@@ -242,6 +251,8 @@ impl LockModel {
                     p.forgotten = false;
                 } else {
                     p.deadline = p.deadline.max(now + lease);
+                    // a fair re-entry made a plain lock a hash
+                    p.plain = None;
                 }
                 p.guards.push(Guard {
                     token,
@@ -259,6 +270,20 @@ impl LockModel {
         }
     }
 
+    /// A guard of `c` is released: the last one of a plain hold by plain_release.lua, any other
+    /// by release.lua.
+    fn release_guard(&self, s: &mut State, ctx: &mut scripts::Ctx, c: Client) {
+        let p = &mut s.procs[usize::from(c)];
+        let guard = p.guards.pop().expect("holding");
+        match p.plain.filter(|_| p.guards.is_empty()) {
+            Some(fair) => {
+                p.plain = None;
+                self.release_plain(s, ctx, c, guard.token, fair, guard.fence);
+            }
+            None => self.release(s, ctx, c, guard.token),
+        }
+    }
+
     fn release(&self, s: &mut State, ctx: &mut scripts::Ctx, c: Client, token: u64) {
         let done = scripts::release(&mut s.server, ctx, c, token, self.cfg.eviction);
         if done.acted_on.is_some_and(|t| t != token) {
@@ -271,6 +296,7 @@ impl LockModel {
 /// `lost()` fires: the guards go, each sending its release (which may land late).
 pub(crate) fn lose(s: &mut State, c: Client) {
     let p = &mut s.procs[usize::from(c)];
-    let tokens: Vec<u64> = p.guards.drain(..).map(|g| g.token).collect();
+    let plain = p.plain.take();
+    let tokens: Vec<_> = p.guards.drain(..).map(|g| (g.token, plain)).collect();
     p.late_releases.extend(tokens);
 }

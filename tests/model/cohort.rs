@@ -7,6 +7,7 @@
 
 use crate::clients::lose;
 use crate::model::{Action, LockModel};
+use crate::plain::holds_plain;
 use crate::state::{Client, Phase, Proc, State};
 use stateright::{Checker, Model};
 use std::time::Instant;
@@ -42,9 +43,16 @@ impl LockModel {
                 // one read: does the server hold this hold? (Each cohort's owner id is made for
                 // its one hold, so the model's owner-and-token stands for the real owner id.)
                 let token = s.procs[usize::from(c)].guards[0].token;
-                let held = s.server.lock.as_ref().is_some_and(|l| {
-                    l.token == Some(token) && l.holds.contains_key(&c) && l.expires > Some(s.now)
-                });
+                let p = &s.procs[usize::from(c)];
+                let plain = p
+                    .plain
+                    .is_some_and(|fair| holds_plain(&s.server, c, fair, token));
+                let held = plain
+                    || s.server.lock.as_ref().is_some_and(|l| {
+                        l.token == Some(token)
+                            && l.holds.contains_key(&c)
+                            && l.expires > Some(s.now)
+                    });
                 if held {
                     s.procs[usize::from(c)].proven = true;
                 } else {

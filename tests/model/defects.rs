@@ -26,6 +26,8 @@ pub struct Defects {
     pub permit_over: bool,
     /// A read joins its read group's hold without the server's recent word on it.
     pub join_unproven: bool,
+    /// plain_release.lua does not keep the last token handed out under the hold in the counter.
+    pub plain_release_forgets: bool,
 }
 
 impl Defects {

@@ -16,8 +16,8 @@ fn busy_or_again(more: bool) -> Acquired {
     }
 }
 
-/// fair_acquire.lua. `held`: the token of the owner's hold its guards have. Answers `Fair` for
-/// "-1: try again at once".
+/// fair_acquire.lua. `held`: the token of the owner's hold its guards have, and whether that
+/// hold is a plain lock. Answers `Fair` for "-1: try again at once".
 #[allow(clippy::too_many_arguments)]
 pub fn fair_acquire(
     s: &mut Server,
@@ -28,15 +28,26 @@ pub fn fair_acquire(
     queued: bool,
     eviction: Time,
     waiter: Waiter,
-    held: Option<u64>,
+    (held, held_plain): (Option<u64>, bool),
 ) -> Acquired {
-    if s.lock.is_none() && s.queue.is_empty() && s.waiters.is_empty() {
+    let free = s.lock.is_none() && s.plain.is_none();
+    if free && s.queue.is_empty() && s.waiters.is_empty() {
         if queued {
             s.heartbeats.remove(&waiter);
         }
         let token = next_token(s, c, 0);
         take(s, c, owner, lease, token, Some(FairMark::Any));
         return Acquired::Token(token);
+    }
+    if let Some(answer) = plain_held(
+        s,
+        c,
+        (owner, waiter),
+        (will_wait, queued),
+        eviction,
+        (held, held_plain),
+    ) {
+        return answer;
     }
     let granted = s
         .lock
@@ -159,7 +170,7 @@ pub fn fair_abandon(
 
 /// grant_on.lua for an exclusive or fair lock: carry on a grant stopped at its bound.
 pub fn grant_on(s: &mut Server, c: &mut Ctx, claim: Time) -> bool {
-    s.lock.is_none() && grant_next(s, c, claim, None).1
+    s.lock.is_none() && s.plain.is_none() && grant_next(s, c, claim, None).1
 }
 
 /// heartbeat.lua for one waiter: push its heartbeat key and its queue's expiry back.
@@ -168,4 +179,34 @@ pub fn heartbeat(s: &mut Server, c: &Ctx, waiter: Waiter, eviction: Time) {
         *e = c.now + eviction;
         s.queue_expires = c.now + eviction;
     }
+}
+
+/// fair_acquire.lua on a plain lock: the owner's own is made a hash (a re-entry, which goes on
+/// as one), a stale one of the owner goes, and another's is waited for (the answer).
+fn plain_held(
+    s: &mut Server,
+    c: &mut Ctx,
+    (owner, waiter): (Client, Waiter),
+    (will_wait, queued): (bool, bool),
+    eviction: Time,
+    (held, held_plain): (Option<u64>, bool),
+) -> Option<Acquired> {
+    let p = s.plain.clone()?;
+    if p.owner == owner && held_plain && held == Some(p.hold) {
+        // the owner's own plain lock: a re-entry, which makes it a hash
+        crate::plain::unplain(s, &p);
+    } else if p.owner == owner {
+        // a plain hold of the owner it does not have: only its holder knew its token, and the
+        // clock passed it
+        s.plain = None;
+    } else {
+        if will_wait {
+            join_queue(s, c, waiter, eviction, queued);
+            if !p.fair {
+                wake_recorded(s, c);
+            }
+        }
+        return Some(Acquired::Busy);
+    }
+    None
 }

@@ -50,6 +50,7 @@ pub fn bounds() -> Config {
         deaths: false,
         cohorts: true,
         liveness: true,
+        plain: false,
         defects: Default::default(),
     }
 }

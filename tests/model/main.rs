@@ -51,6 +51,7 @@ mod defects;
 mod fair;
 mod liveness;
 mod model;
+mod plain;
 mod properties;
 mod scripts;
 mod shared_checks;
@@ -82,6 +83,7 @@ pub fn small() -> Config {
         deaths: true,
         cohorts: false,
         liveness: false,
+        plain: false,
         defects: defects::Defects::default(),
     }
 }

@@ -32,6 +32,8 @@ pub struct Config {
     /// The liveness check's bounds: the clock stands still and nothing fails, so that only a
     /// wake-up (or an answer "try again at once") moves a waiter on (see `liveness.rs`).
     pub liveness: bool,
+    /// Whether a request may take a free lock on the plain path (`SET NX`, plain_release.lua).
+    pub plain: bool,
     pub defects: Defects,
 }
 
@@ -67,6 +69,7 @@ pub enum Action {
     CohortWait(Client),
     Confirm(Client),
     HandOff(Client),
+    PlainAcquire { c: Client, lease: Time, fair: bool },
 }
 
 /// The lock protocol of one lock on one Redis server.
@@ -90,6 +93,7 @@ fn proc(alive: bool, budget: u8) -> Proc {
         cohort: false,
         proven: false,
         again: false,
+        plain: None,
     }
 }
 
@@ -162,11 +166,17 @@ impl LockModel {
                 for (i, p) in s.procs.iter_mut().enumerate() {
                     p.inbox.clear();
                     p.proven = false;
-                    let kept = p.guards.first().is_none_or(|g| {
-                        lock.is_some_and(|l| {
-                            let count = l.holds.get(&(i as Client)).copied().unwrap_or(0);
-                            l.token == Some(g.token) && usize::from(count) >= p.guards.len()
+                    let plain = |g: &crate::state::Guard| {
+                        p.plain.is_some_and(|fair| {
+                            crate::plain::holds_plain(&s.server, i as Client, fair, g.token)
                         })
+                    };
+                    let kept = p.guards.first().is_none_or(|g| {
+                        plain(g)
+                            || lock.is_some_and(|l| {
+                                let count = l.holds.get(&(i as Client)).copied().unwrap_or(0);
+                                l.token == Some(g.token) && usize::from(count) >= p.guards.len()
+                            })
                     });
                     p.forgotten |= !kept;
                 }
@@ -194,6 +204,9 @@ impl LockModel {
 fn restored(mut server: Server) -> Server {
     if let Some(l) = server.lock.as_mut() {
         l.restored = true;
+    }
+    if let Some(p) = server.plain.as_mut() {
+        p.restored = true;
     }
     server
 }

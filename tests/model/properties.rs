@@ -2,7 +2,7 @@
 
 use crate::liveness::{taken, TAKEN};
 use crate::model::{Config, LockModel};
-use crate::state::{Phase, State};
+use crate::state::{Client, Phase, State};
 use stateright::Property;
 
 /// Contract 1: two holders never overlap unless the earlier one's `lost()` fired (its deadline
@@ -28,10 +28,12 @@ fn exclusion(_: &LockModel, s: &State) -> bool {
 }
 
 fn no_stranded(_: &LockModel, s: &State) -> bool {
-    let Some(lock) = s.server.lock.as_ref().filter(|l| !l.restored) else {
-        return true;
-    };
-    lock.holds.keys().all(|&o| {
+    let plain = s.server.plain.as_ref().filter(|p| !p.restored);
+    let mut owners: Vec<Client> = plain.map(|p| p.owner).into_iter().collect();
+    if let Some(lock) = s.server.lock.as_ref().filter(|l| !l.restored) {
+        owners.extend(lock.holds.keys());
+    }
+    owners.into_iter().all(|o| {
         s.procs.get(usize::from(o)).is_none_or(|p| {
             !p.alive
                 || !p.guards.is_empty()

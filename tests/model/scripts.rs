@@ -116,8 +116,9 @@ pub fn acquire(
     wait: u8,
     held: Option<u64>,
 ) -> Acquired {
-    // read before a stale hold ends below: its mark stays with the lock
-    let marked = s.lock.as_ref().is_some_and(|l| l.marked);
+    if s.plain.is_some() {
+        return plain_held(s, owner, lease, wait);
+    }
     if let Some(l) = &s.lock {
         if l.fair.is_some() {
             return Acquired::Fair;
@@ -131,6 +132,7 @@ pub fn acquire(
             return Acquired::Token(reenter(s, c, owner, lease));
         }
     }
+    let marked = s.lock.as_ref().is_some_and(|l| l.marked);
     if s.lock.as_ref().is_none_or(|l| l.token.is_none()) {
         if !s.queue.is_empty() {
             return Acquired::Fair;
@@ -150,11 +152,6 @@ pub fn acquire(
             return Acquired::Fair;
         }
         let ttl_end = s.lock.as_ref().and_then(|l| l.expires).unwrap_or(c.now);
-        if s.waiters.is_empty() {
-            // no record: the key is gone with its expiry (PTTL -2), and the record made now
-            // gets the new one, however short
-            s.waiters_expires = c.now;
-        }
         if !s.waiters.contains(&owner) {
             s.waiters.push(owner);
         }
@@ -290,10 +287,30 @@ pub fn renew(s: &mut Server, c: &Ctx, owner: Client, lease: Time) -> bool {
 pub fn abandon(s: &mut Server, c: &mut Ctx, manager: Client, pass_on: bool) {
     s.waiters.retain(|m| *m != manager);
     if pass_on {
-        if s.lock.is_none() {
+        if s.lock.is_none() && s.plain.is_none() {
             notify_next(s, c);
         } else {
             mark(s);
         }
     }
+}
+
+/// acquire.lua on a plain lock: held (the owner's own too, which only a cohort's leader takes,
+/// and re-enters in memory); a waiting request is recorded, and not marked: a plain release
+/// looks for waiters itself.
+fn plain_held(s: &mut Server, owner: Client, lease: Time, wait: u8) -> Acquired {
+    let Some(p) = &s.plain else {
+        return Acquired::Busy;
+    };
+    if p.fair || (wait != 0 && !s.queue.is_empty()) {
+        return Acquired::Fair;
+    }
+    if wait != 0 {
+        let ttl_end = p.expires;
+        if !s.waiters.contains(&owner) {
+            s.waiters.push(owner);
+        }
+        live_at_least(&mut s.waiters_expires, ttl_end + lease + 1);
+    }
+    Acquired::Busy
 }

@@ -43,10 +43,24 @@ pub struct LockHash {
     pub restored: bool,
 }
 
+/// The lock as a string (the plain path): its value names the owner, the mode ('!' for fair)
+/// and the hold (the model's token stands for the hold's number; the server never sees it).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PlainLock {
+    pub owner: Client,
+    pub fair: bool,
+    pub hold: u64,
+    pub expires: Time,
+    /// Ghost: brought back by a restart from a snapshot.
+    pub restored: bool,
+}
+
 /// The keys of one lock on one server.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Server {
     pub lock: Option<LockHash>,
+    /// The lock key when it is a string (then `lock` is `None`).
+    pub plain: Option<PlainLock>,
     /// The fencing counter `:f` (its 60 s expiry outlives the model's horizon).
     pub fence: Option<u64>,
     /// The fair queue `:ql` and its expiry.
@@ -68,6 +82,9 @@ impl Server {
             .is_some_and(|l| l.expires.is_some_and(|e| e <= now))
         {
             self.lock = None;
+        }
+        if self.plain.as_ref().is_some_and(|p| p.expires <= now) {
+            self.plain = None;
         }
         if self.queue_expires <= now {
             self.queue.clear();
@@ -128,8 +145,9 @@ pub struct Proc {
     pub guards: Vec<Guard>,
     /// When the hold's `lost()` fires, in server time (no drift: see the module doc).
     pub deadline: Time,
-    /// Releases sent by guards dropped after `lost()` fired, not yet run (they may land late).
-    pub late_releases: Vec<u64>,
+    /// Releases sent by guards dropped after `lost()` fired, not yet run (they may land late):
+    /// each hold's token, and whether it was a plain one (in fair mode or not).
+    pub late_releases: Vec<(u64, Option<bool>)>,
     /// Messages published to this manager, not yet read; any one may be read next or dropped.
     pub inbox: Vec<Msg>,
     /// A release answered 'more': this manager owes a `grant_on` call.
@@ -149,6 +167,8 @@ pub struct Proc {
     /// The last answer said "try again at once" (the liveness check's clock does not advance,
     /// so this is the only retry that is not a wake-up).
     pub again: bool,
+    /// The hold is a plain lock (its mode: fair or not), taken by `SET NX`.
+    pub plain: Option<bool>,
 }
 
 /// Ghost fields: what happened, for the properties.

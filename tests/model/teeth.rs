@@ -100,3 +100,10 @@ fn a_cohort_handoff_of_a_lost_hold_is_found() {
     cfg.defects.handoff_unproven = true;
     found_in(cfg, EXCLUSION);
 }
+
+#[test]
+fn a_plain_release_that_forgets_its_last_token_is_found() {
+    let mut cfg = crate::plain::plain_bounds();
+    cfg.defects.plain_release_forgets = true;
+    found_in(cfg, TOKENS);
+}
