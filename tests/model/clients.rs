@@ -5,7 +5,7 @@
 use crate::fair;
 use crate::model::{Action, LockModel};
 use crate::scripts::{self, Acquired};
-use crate::state::{Client, Guard, Msg, Phase, State};
+use crate::state::{Client, Guard, Msg, Phase, Server, State};
 
 impl LockModel {
     pub(crate) fn client_actions(&self, s: &State, actions: &mut Vec<Action>) {
@@ -20,7 +20,7 @@ impl LockModel {
                 continue;
             }
             let holding = !p.guards.is_empty();
-            let live = holding && s.now < p.deadline;
+            let live = holding && s.client_now() < p.deadline;
             let free_hand = p.phase == Phase::Idle && p.budget > 0 && !p.cohort;
             // (a cohort's leader re-enters its plain lock in memory, not by a script)
             let reenters = p.plain != Some(false);
@@ -53,6 +53,12 @@ impl LockModel {
             if live && timers {
                 for g in &p.guards {
                     actions.push(Action::Renew { c, lease: g.lease });
+                    if self.cfg.unanswered {
+                        for reached in [false, true] {
+                            let lease = g.lease;
+                            actions.push(Action::RenewUnanswered { c, lease, reached });
+                        }
+                    }
                 }
             }
             if holding && !live {
@@ -135,6 +141,17 @@ impl LockModel {
                 self.plain_acquire(s, &mut ctx, c, lease, fair)
             }
             Action::Renew { c, lease } => self.renew(s, &ctx, c, lease),
+            Action::RenewUnanswered { c, lease, reached } => {
+                if reached {
+                    self.renew_script(s, &ctx, c, lease);
+                }
+                // the client counts its deadline from the last answer: without one it stays
+                if self.cfg.defects.trust_unanswered {
+                    let now = s.client_now();
+                    let p = &mut s.procs[usize::from(c)];
+                    p.deadline = p.deadline.max(now + lease);
+                }
+            }
             Action::Lost(c) => lose(s, c),
             Action::GrantOn(c) => {
                 let more = fair::grant_on(&mut s.server, &mut ctx, eviction);
@@ -152,18 +169,29 @@ impl LockModel {
 
     /// The watchdog renews the hold of `c` with `lease`: a renewal that finds it gone loses it.
     fn renew(&self, s: &mut State, ctx: &scripts::Ctx, c: Client, lease: u8) {
-        let now = s.now;
+        let now = s.client_now();
+        let renewed = self.renew_script(s, ctx, c, lease);
         let p = &mut s.procs[usize::from(c)];
-        let held = p.guards.first().map_or(0, |g| g.token);
-        let renewed = match p.plain {
-            Some(fair) => crate::plain::renew_plain(&mut s.server, ctx, (c, fair, held), lease),
-            None => scripts::renew(&mut s.server, ctx, c, lease),
-        };
         if renewed {
             p.deadline = p.deadline.max(now + lease);
-            p.proven = self.cfg.cohorts;
+            p.proven = self
+                .cfg
+                .cohorts
+                .then(|| server_token(&s.server, c))
+                .flatten();
         } else {
             lose(s, c);
+        }
+    }
+
+    /// renew.lua for the hold of `c`, asking the server for `lease` and the drift allowance.
+    fn renew_script(&self, s: &mut State, ctx: &scripts::Ctx, c: Client, lease: u8) -> bool {
+        let p = &s.procs[usize::from(c)];
+        let held = p.guards.first().map_or(0, |g| g.token);
+        let lease = self.server_lease(lease);
+        match p.plain {
+            Some(fair) => crate::plain::renew_plain(&mut s.server, ctx, (c, fair, held), lease),
+            None => scripts::renew(&mut s.server, ctx, c, lease),
         }
     }
 
@@ -183,7 +211,8 @@ impl LockModel {
                 } else {
                     1
                 };
-                let answer = scripts::acquire(&mut s.server, ctx, c, lease, mode, held);
+                let asked = self.server_lease(lease);
+                let answer = scripts::acquire(&mut s.server, ctx, c, asked, mode, held);
                 if answer == Acquired::Fair && wait {
                     // the request waits in the fair queue from now on (it asks at once)
                     let p = &mut s.procs[usize::from(c)];
@@ -214,7 +243,7 @@ impl LockModel {
                     &mut s.server,
                     ctx,
                     c,
-                    lease,
+                    self.server_lease(lease),
                     wait,
                     queued,
                     eviction,
@@ -238,7 +267,7 @@ impl LockModel {
     }
 
     pub(crate) fn took(&self, s: &mut State, c: Client, answer: Acquired, lease: u8, wait: bool) {
-        let now = s.now;
+        let now = s.client_now();
         let p = &mut s.procs[usize::from(c)];
         match answer {
             Acquired::Token(token) => {
@@ -260,7 +289,7 @@ impl LockModel {
                     fence: token,
                 });
                 p.phase = Phase::Idle;
-                p.proven = self.cfg.cohorts;
+                p.proven = self.cfg.cohorts.then_some(token);
                 if self.cfg.liveness {
                     s.ghost.took |= 1 << c;
                 }
@@ -299,4 +328,15 @@ pub(crate) fn lose(s: &mut State, c: Client) {
     let plain = p.plain.take();
     let tokens: Vec<_> = p.guards.drain(..).map(|g| (g.token, plain)).collect();
     p.late_releases.extend(tokens);
+}
+
+/// The token of the hold of `owner` the server has, if any (a renewal's proof: by owner).
+fn server_token(s: &Server, owner: Client) -> Option<u64> {
+    let plain = s
+        .plain
+        .as_ref()
+        .filter(|p| p.owner == owner)
+        .map(|p| p.hold);
+    let hash = s.lock.as_ref().filter(|l| l.holds.contains_key(&owner));
+    plain.or(hash.and_then(|l| l.token))
 }

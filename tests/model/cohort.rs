@@ -24,7 +24,8 @@ impl LockModel {
         }
         // a hand-off passes the whole hold: the holder's re-entries are gone first
         if p.cohort && p.guards.len() == 1 {
-            if p.proven || self.cfg.defects.handoff_unproven {
+            let proven = p.proven.is_some() && p.proven == p.guards.first().map(|g| g.token);
+            if proven || self.cfg.defects.handoff_unproven {
                 out.push(Action::HandOff(c));
             } else {
                 out.push(Action::Confirm(c));
@@ -54,7 +55,7 @@ impl LockModel {
                             && l.expires > Some(s.now)
                     });
                 if held {
-                    s.procs[usize::from(c)].proven = true;
+                    s.procs[usize::from(c)].proven = Some(token);
                 } else {
                     lose(s, c);
                 }
@@ -107,7 +108,7 @@ fn the_cohorts_keep_every_property() {
     let start = Instant::now();
     let checker = LockModel { cfg }
         .checker()
-        .target_max_depth(crate::DEPTH)
+        .target_max_depth(crate::depth())
         .threads(2)
         .spawn_bfs()
         .join();

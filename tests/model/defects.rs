@@ -28,6 +28,10 @@ pub struct Defects {
     pub join_unproven: bool,
     /// plain_release.lua does not keep the last token handed out under the hold in the counter.
     pub plain_release_forgets: bool,
+    /// A lease is asked of the server as the client counts it, without the drift allowance.
+    pub no_drift_allowance: bool,
+    /// A renewal that went unanswered extends the client's deadline as if it had renewed.
+    pub trust_unanswered: bool,
 }
 
 impl Defects {

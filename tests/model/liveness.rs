@@ -50,6 +50,8 @@ pub fn bounds() -> Config {
         deaths: false,
         cohorts: true,
         liveness: true,
+        drift: 0,
+        unanswered: false,
         plain: false,
         defects: Default::default(),
     }

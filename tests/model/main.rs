@@ -48,6 +48,7 @@
 mod clients;
 mod cohort;
 mod defects;
+mod drift;
 mod fair;
 mod liveness;
 mod model;
@@ -62,13 +63,30 @@ mod shared_state;
 mod state;
 mod teeth;
 mod trace;
+mod walks;
 
 use model::{Config, LockModel};
 use stateright::{Checker, Model};
 use std::time::Instant;
 
-/// Steps explored from an initial state.
+/// Steps explored from an initial state by the exhaustive checks (CI's bound).
 pub const DEPTH: usize = 8;
+
+/// The exhaustive checks' depth: `MODEL_DEPTH` if set (a longer run), else [`DEPTH`].
+pub fn depth() -> usize {
+    env_number("MODEL_DEPTH").unwrap_or(DEPTH)
+}
+
+/// A whole number from the environment variable `name`, if it is set; a value that is not one
+/// stops the test with a clear message rather than running other bounds than asked for.
+pub fn env_number(name: &str) -> Option<usize> {
+    let value = std::env::var(name).ok()?;
+    let number = value
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{name}={value:?} is not a whole number"));
+    Some(number)
+}
 
 /// The bounds of the exhaustive check: two processes, leases of one and two ticks.
 pub fn small() -> Config {
@@ -83,6 +101,8 @@ pub fn small() -> Config {
         deaths: true,
         cohorts: false,
         liveness: false,
+        drift: 0,
+        unanswered: false,
         plain: false,
         defects: defects::Defects::default(),
     }
@@ -93,7 +113,7 @@ fn the_scripts_keep_every_property() {
     let start = Instant::now();
     let checker = LockModel { cfg: small() }
         .checker()
-        .target_max_depth(DEPTH)
+        .target_max_depth(depth())
         .threads(2)
         .spawn_bfs()
         .join();

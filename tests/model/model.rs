@@ -34,6 +34,11 @@ pub struct Config {
     pub liveness: bool,
     /// Whether a request may take a free lock on the plain path (`SET NX`, plain_release.lua).
     pub plain: bool,
+    /// The drift bound, in ticks: how far the server's clock may gain on the clients' over any
+    /// stretch, and the allowance each lease is asked of the server with (0: one clock).
+    pub drift: Time,
+    /// Whether a watchdog's renewal may go unanswered (it reached the server or not).
+    pub unanswered: bool,
     pub defects: Defects,
 }
 
@@ -52,24 +57,43 @@ pub enum Loss {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Action {
     Tick,
+    /// The server's clock gains a tick on the clients'.
+    Drift,
     Snapshot,
     Restart(Loss),
     Die(Client),
     DropMsg(Client, usize),
-    Acquire { c: Client, lease: Time, fair: bool },
+    Acquire {
+        c: Client,
+        lease: Time,
+        fair: bool,
+    },
     Retry(Client),
     ReadMsg(Client, usize),
     Abandon(Client),
     Heartbeat(Client),
     Release(Client),
     LateRelease(Client),
-    Renew { c: Client, lease: Time },
+    Renew {
+        c: Client,
+        lease: Time,
+    },
     Lost(Client),
     GrantOn(Client),
     CohortWait(Client),
     Confirm(Client),
     HandOff(Client),
-    PlainAcquire { c: Client, lease: Time, fair: bool },
+    PlainAcquire {
+        c: Client,
+        lease: Time,
+        fair: bool,
+    },
+    /// A renewal whose answer never comes; `reached`: the server ran it.
+    RenewUnanswered {
+        c: Client,
+        lease: Time,
+        reached: bool,
+    },
 }
 
 /// The lock protocol of one lock on one Redis server.
@@ -91,13 +115,24 @@ fn proc(alive: bool, budget: u8) -> Proc {
         budget,
         forgotten: false,
         cohort: false,
-        proven: false,
+        proven: None,
         again: false,
         plain: None,
     }
 }
 
 impl LockModel {
+    /// The lease the server is asked to keep for a lease of `lease` the client counts: the
+    /// drift allowance more.
+    pub fn server_lease(&self, lease: Time) -> Time {
+        let allowance = if self.cfg.defects.no_drift_allowance {
+            0
+        } else {
+            self.cfg.drift
+        };
+        lease + allowance
+    }
+
     /// The context of a script call in `state`.
     pub fn ctx<'a>(&self, state: &State, alive: &'a [bool]) -> Ctx<'a> {
         Ctx {
@@ -109,6 +144,9 @@ impl LockModel {
     }
 
     fn environment(&self, s: &State, actions: &mut Vec<Action>) {
+        if s.skew < self.cfg.drift && s.now < self.cfg.max_time {
+            actions.push(Action::Drift);
+        }
         if s.now < self.cfg.max_time {
             actions.push(Action::Tick);
             if s.restarts < self.cfg.restarts {
@@ -147,10 +185,11 @@ impl LockModel {
 
     fn step_environment(&self, s: &mut State, action: &Action) {
         match action {
-            Action::Tick => {
+            Action::Tick | Action::Drift => {
                 s.now += 1;
+                s.skew += Time::from(*action == Action::Drift);
                 // a proof is good for 10 ms: far less than a tick
-                s.procs.iter_mut().for_each(|p| p.proven = false);
+                s.procs.iter_mut().for_each(|p| p.proven = None);
             }
             Action::Snapshot => s.snapshot = Some(s.server.clone()),
             Action::Restart(loss) => {
@@ -165,7 +204,7 @@ impl LockModel {
                 let lock = s.server.lock.as_ref();
                 for (i, p) in s.procs.iter_mut().enumerate() {
                     p.inbox.clear();
-                    p.proven = false;
+                    p.proven = None;
                     let plain = |g: &crate::state::Guard| {
                         p.plain.is_some_and(|fair| {
                             crate::plain::holds_plain(&s.server, i as Client, fair, g.token)
@@ -221,6 +260,7 @@ impl Model for LockModel {
             .collect();
         let clean = State {
             now: 0,
+            skew: 0,
             server: Server::default(),
             snapshot: None,
             restarts: 0,
@@ -254,6 +294,7 @@ impl Model for LockModel {
         let mut s = last.clone();
         match action {
             Action::Tick
+            | Action::Drift
             | Action::Snapshot
             | Action::Restart(_)
             | Action::Die(_)

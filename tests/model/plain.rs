@@ -141,7 +141,8 @@ impl LockModel {
         fair: bool,
     ) {
         s.procs[usize::from(c)].budget -= 1;
-        match plain_take(&mut s.server, ctx, c, lease, fair) {
+        let asked = self.server_lease(lease);
+        match plain_take(&mut s.server, ctx, c, asked, fair) {
             Some((token, false)) => {
                 s.procs[usize::from(c)].plain = Some(fair);
                 self.took_plain(s, c, token, lease);
@@ -243,7 +244,7 @@ fn the_plain_path_keeps_every_property() {
         cfg: plain_bounds(),
     }
     .checker()
-    .target_max_depth(crate::DEPTH)
+    .target_max_depth(crate::depth())
     .threads(2)
     .spawn_bfs()
     .join();

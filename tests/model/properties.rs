@@ -22,7 +22,7 @@ fn exclusion(_: &LockModel, s: &State) -> bool {
     let holding = s
         .procs
         .iter()
-        .filter(|p| !p.guards.is_empty() && s.now < p.deadline && !p.forgotten)
+        .filter(|p| !p.guards.is_empty() && s.client_now() < p.deadline && !p.forgotten)
         .count();
     holding <= 1
 }

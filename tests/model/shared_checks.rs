@@ -53,9 +53,6 @@ pub fn shared_properties() -> Vec<Property<SharedModel>> {
     ]
 }
 
-/// Steps explored from the initial state.
-pub const SHARED_DEPTH: usize = 8;
-
 /// A read/write lock: two processes, reads (which may join in a group) and writes.
 pub fn read_write() -> SharedConfig {
     SharedConfig {
@@ -94,7 +91,7 @@ fn check(name: &str, cfg: SharedConfig) {
     let start = Instant::now();
     let checker = SharedModel { cfg }
         .checker()
-        .target_max_depth(SHARED_DEPTH)
+        .target_max_depth(crate::depth())
         .threads(2)
         .spawn_bfs()
         .join();
@@ -125,7 +122,7 @@ fn found(cfg: SharedConfig, property: &'static str) {
     let defects = cfg.defects;
     let checker = SharedModel { cfg }
         .checker()
-        .target_max_depth(SHARED_DEPTH)
+        .target_max_depth(crate::depth())
         .finish_when(HasDiscoveries::AnyOf([property].into()))
         .threads(2)
         .spawn_bfs()

@@ -143,7 +143,7 @@ pub struct Proc {
     pub alive: bool,
     pub phase: Phase,
     pub guards: Vec<Guard>,
-    /// When the hold's `lost()` fires, in server time (no drift: see the module doc).
+    /// When the hold's `lost()` fires, in the clients' time (`State::client_now`).
     pub deadline: Time,
     /// Releases sent by guards dropped after `lost()` fired, not yet run (they may land late):
     /// each hold's token, and whether it was a plain one (in fair mode or not).
@@ -161,9 +161,11 @@ pub struct Proc {
     pub forgotten: bool,
     /// A second request of this process waits for its hold, in memory (a cohort).
     pub cohort: bool,
-    /// The server answered a call with this hold since the clock last advanced: the proof a
-    /// hand-off in memory needs (its 10 ms window is far shorter than a tick or a restart).
-    pub proven: bool,
+    /// The hold (its token) the server answered a call with since the clock last advanced: the
+    /// proof a hand-off in memory needs (its 10 ms window is far shorter than a tick or a
+    /// restart). A proof is of one hold: a re-entry that found the lock gone and took it afresh
+    /// proves the new hold, not the old one.
+    pub proven: Option<u64>,
     /// The last answer said "try again at once" (the liveness check's clock does not advance,
     /// so this is the only retry that is not a wake-up).
     pub again: bool,
@@ -187,10 +189,20 @@ pub struct Ghost {
 /// The whole model state.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct State {
+    /// Server time.
     pub now: Time,
+    /// How far the server's clock is ahead of the clients' (within the drift bound).
+    pub skew: Time,
     pub server: Server,
     pub snapshot: Option<Server>,
     pub restarts: u8,
     pub procs: Vec<Proc>,
     pub ghost: Ghost,
+}
+
+impl State {
+    /// The clients' clock: the server's, less the drift it gained.
+    pub fn client_now(&self) -> Time {
+        self.now - self.skew
+    }
 }

@@ -17,7 +17,7 @@ pub fn found_in(cfg: Config, property: &'static str) {
     let defects = cfg.defects;
     let checker = LockModel { cfg }
         .checker()
-        .target_max_depth(crate::DEPTH)
+        .target_max_depth(crate::depth())
         .finish_when(HasDiscoveries::AnyOf([property].into()))
         .threads(2)
         .spawn_bfs()
