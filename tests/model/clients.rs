@@ -51,15 +51,7 @@ impl LockModel {
             self.cohort_actions(c, p, live, actions);
             self.plain_actions(s, c, actions);
             if live && timers {
-                for g in &p.guards {
-                    actions.push(Action::Renew { c, lease: g.lease });
-                    if self.cfg.unanswered {
-                        for reached in [false, true] {
-                            let lease = g.lease;
-                            actions.push(Action::RenewUnanswered { c, lease, reached });
-                        }
-                    }
-                }
+                self.renew_actions(c, p, actions);
             }
             if holding && !live {
                 actions.push(Action::Lost(c));
@@ -69,6 +61,19 @@ impl LockModel {
             }
             if p.grant_on {
                 actions.push(Action::GrantOn(c));
+            }
+        }
+    }
+
+    /// The watchdog's renewals of the live hold of `p` (process `c`), answered or not.
+    fn renew_actions(&self, c: Client, p: &crate::state::Proc, actions: &mut Vec<Action>) {
+        for g in &p.guards {
+            actions.push(Action::Renew { c, lease: g.lease });
+            if self.cfg.unanswered {
+                for reached in [false, true] {
+                    let lease = g.lease;
+                    actions.push(Action::RenewUnanswered { c, lease, reached });
+                }
             }
         }
     }
@@ -100,23 +105,7 @@ impl LockModel {
                 self.attempt(s, &mut ctx, c, wait);
             }
             Action::Retry(c) => self.attempt(s, &mut ctx, c, true),
-            Action::ReadMsg(c, m) => {
-                let msg = s.procs[usize::from(c)].inbox.remove(m);
-                let phase = s.procs[usize::from(c)].phase.clone();
-                match (msg, phase) {
-                    (Msg::Free, Phase::Exclusive { .. }) => self.attempt(s, &mut ctx, c, true),
-                    (Msg::Grant(w, _), Phase::Fair { waiter, .. }) if w == waiter => {
-                        // taken up by the waiter's confirming call (fair_acquire finds its grant)
-                        self.attempt(s, &mut ctx, c, true)
-                    }
-                    (Msg::Free, _) => scripts::abandon(&mut s.server, &mut ctx, c, true),
-                    (Msg::Grant(w, _), _) => {
-                        // a grant nobody here can use is passed on
-                        let more = fair::fair_abandon(&mut s.server, &mut ctx, c, w, eviction);
-                        s.procs[usize::from(c)].grant_on |= more;
-                    }
-                }
-            }
+            Action::ReadMsg(c, m) => self.read_msg(s, &mut ctx, c, m),
             Action::Abandon(c) => {
                 let p = &mut s.procs[usize::from(c)];
                 match std::mem::replace(&mut p.phase, Phase::Idle) {
@@ -142,15 +131,7 @@ impl LockModel {
             }
             Action::Renew { c, lease } => self.renew(s, &ctx, c, lease),
             Action::RenewUnanswered { c, lease, reached } => {
-                if reached {
-                    self.renew_script(s, &ctx, c, lease);
-                }
-                // the client counts its deadline from the last answer: without one it stays
-                if self.cfg.defects.trust_unanswered {
-                    let now = s.client_now();
-                    let p = &mut s.procs[usize::from(c)];
-                    p.deadline = p.deadline.max(now + lease);
-                }
+                self.renew_unanswered(s, &ctx, c, lease, reached)
             }
             Action::Lost(c) => lose(s, c),
             Action::GrantOn(c) => {
@@ -165,6 +146,46 @@ impl LockModel {
         self.cohorts_to_backend(s);
         let out = std::mem::take(&mut ctx.out);
         LockModel::deliver(s, out);
+    }
+
+    /// `c` reads message `m` of its inbox: a wake-up or a grant for its request, or one nobody
+    /// here can use, which is passed on.
+    fn read_msg(&self, s: &mut State, ctx: &mut scripts::Ctx, c: Client, m: usize) {
+        let msg = s.procs[usize::from(c)].inbox.remove(m);
+        let phase = s.procs[usize::from(c)].phase.clone();
+        match (msg, phase) {
+            (Msg::Free, Phase::Exclusive { .. }) => self.attempt(s, ctx, c, true),
+            (Msg::Grant(w, _), Phase::Fair { waiter, .. }) if w == waiter => {
+                // taken up by the waiter's confirming call (fair_acquire finds its grant)
+                self.attempt(s, ctx, c, true)
+            }
+            (Msg::Free, _) => scripts::abandon(&mut s.server, ctx, c, true),
+            (Msg::Grant(w, _), _) => {
+                let eviction = self.cfg.eviction;
+                let more = fair::fair_abandon(&mut s.server, ctx, c, w, eviction);
+                s.procs[usize::from(c)].grant_on |= more;
+            }
+        }
+    }
+
+    /// A renewal of the hold of `c` whose answer never comes (`reached`: the server ran it):
+    /// the client counts its deadline from the last answer, so it stays.
+    fn renew_unanswered(
+        &self,
+        s: &mut State,
+        ctx: &scripts::Ctx,
+        c: Client,
+        lease: u8,
+        reached: bool,
+    ) {
+        if reached {
+            self.renew_script(s, ctx, c, lease);
+        }
+        if self.cfg.defects.trust_unanswered {
+            let now = s.client_now();
+            let p = &mut s.procs[usize::from(c)];
+            p.deadline = p.deadline.max(now + lease);
+        }
     }
 
     /// The watchdog renews the hold of `c` with `lease`: a renewal that finds it gone loses it.

@@ -49,36 +49,8 @@ pub fn fair_acquire(
     ) {
         return answer;
     }
-    let granted = s
-        .lock
-        .as_ref()
-        .is_some_and(|l| matches!(l.fair, Some(FairMark::Wait(w)) if w.0 == owner));
-    if let Some(l) = &s.lock {
-        if l.holds.contains_key(&owner) && !granted && l.token != held {
-            let token = l.token.expect("held");
-            retire_block(s, c, token);
-            s.lock = None;
-        }
-    }
-    let held_token = s
-        .lock
-        .as_ref()
-        .filter(|l| l.holds.contains_key(&owner))
-        .and_then(|l| l.token);
-    if let Some(held_token) = held_token {
-        if queued && granted {
-            let token = next_token(s, c, held_token + TOKEN_BLOCK);
-            let l = s.lock.as_mut().expect("held");
-            l.token = Some(token);
-            l.fair = Some(FairMark::Any);
-            l.expires = Some(c.now + lease);
-            return Acquired::Token(token);
-        }
-        if queued {
-            s.queue.retain(|w| *w != waiter);
-            s.heartbeats.remove(&waiter);
-        }
-        return Acquired::Token(reenter(s, c, owner, lease));
+    if let Some(answer) = held_by_owner(s, c, (owner, waiter), lease, queued, held) {
+        return answer;
     }
     let (token, marked, fair) = match &s.lock {
         Some(l) => (l.token, l.marked, l.fair.clone()),
@@ -86,33 +58,9 @@ pub fn fair_acquire(
     };
     let mut more = false;
     if token.is_none() {
-        wake_recorded(s, c);
-        let mut head = s.queue.first().copied();
-        let mut ours = head.is_none() || head == Some(waiter);
-        if !ours {
-            let (granted, stopped) = grant_next(s, c, eviction, Some(waiter));
-            more = stopped;
-            if granted == Some(waiter) {
-                let l = s.lock.as_mut().expect("granted");
-                l.expires = Some(c.now + lease);
-                return Acquired::Token(l.token.expect("granted"));
-            } else if granted.is_none() {
-                head = s.queue.first().copied();
-                ours = head.is_none() || head == Some(waiter);
-            }
-        }
-        if ours {
-            s.heartbeats.remove(&waiter);
-            let token = next_token(s, c, 0);
-            let was_marked = s.lock.as_ref().is_some_and(|l| l.marked);
-            take(s, c, owner, lease, token, Some(FairMark::Any));
-            if head.is_some() {
-                s.queue.remove(0);
-            }
-            if head.is_some() || was_marked {
-                mark(s);
-            }
-            return Acquired::Token(token);
+        match free_but_waited(s, c, (owner, waiter), lease, eviction) {
+            Ok(answer) => return answer,
+            Err(stopped) => more = stopped,
         }
     }
     if !will_wait {
@@ -209,4 +157,89 @@ fn plain_held(
         return Some(Acquired::Busy);
     }
     None
+}
+
+/// fair_acquire.lua when the owner holds the lock: a grant to its wait taken up (a new token),
+/// or a re-entry; a hold of the owner its guards do not have goes first.
+fn held_by_owner(
+    s: &mut Server,
+    c: &mut Ctx,
+    (owner, waiter): (Client, Waiter),
+    lease: Time,
+    queued: bool,
+    held: Option<u64>,
+) -> Option<Acquired> {
+    let granted = s
+        .lock
+        .as_ref()
+        .is_some_and(|l| matches!(l.fair, Some(FairMark::Wait(w)) if w.0 == owner));
+    if let Some(l) = &s.lock {
+        if l.holds.contains_key(&owner) && !granted && l.token != held {
+            let token = l.token.expect("held");
+            retire_block(s, c, token);
+            s.lock = None;
+        }
+    }
+    let held_token = s
+        .lock
+        .as_ref()
+        .filter(|l| l.holds.contains_key(&owner))
+        .and_then(|l| l.token);
+    if let Some(held_token) = held_token {
+        if queued && granted {
+            let token = next_token(s, c, held_token + TOKEN_BLOCK);
+            let l = s.lock.as_mut().expect("held");
+            l.token = Some(token);
+            l.fair = Some(FairMark::Any);
+            l.expires = Some(c.now + lease);
+            return Some(Acquired::Token(token));
+        }
+        if queued {
+            s.queue.retain(|w| *w != waiter);
+            s.heartbeats.remove(&waiter);
+        }
+        return Some(Acquired::Token(reenter(s, c, owner, lease)));
+    }
+    None
+}
+
+/// fair_acquire.lua on a free lock others wait for: the head of the queue gets it (this wait, if
+/// the ones ahead were dead). `Err`: not this wait's; whether the grant stopped at its bound.
+fn free_but_waited(
+    s: &mut Server,
+    c: &mut Ctx,
+    (owner, waiter): (Client, Waiter),
+    lease: Time,
+    eviction: Time,
+) -> Result<Acquired, bool> {
+    let mut more = false;
+    wake_recorded(s, c);
+    let mut head = s.queue.first().copied();
+    let mut ours = head.is_none() || head == Some(waiter);
+    if !ours {
+        let (granted, stopped) = grant_next(s, c, eviction, Some(waiter));
+        more = stopped;
+        if granted == Some(waiter) {
+            let l = s.lock.as_mut().expect("granted");
+            l.expires = Some(c.now + lease);
+            return Ok(Acquired::Token(l.token.expect("granted")));
+        } else if granted.is_none() {
+            head = s.queue.first().copied();
+            ours = head.is_none() || head == Some(waiter);
+        }
+    }
+    if ours {
+        s.heartbeats.remove(&waiter);
+        let token = next_token(s, c, 0);
+        let was_marked = s.lock.as_ref().is_some_and(|l| l.marked);
+        take(s, c, owner, lease, token, Some(FairMark::Any));
+        if head.is_some() {
+            s.queue.remove(0);
+        }
+        if head.is_some() || was_marked {
+            mark(s);
+        }
+        return Ok(Acquired::Token(token));
+    }
+    Err(more)
 }
