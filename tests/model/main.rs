@@ -50,11 +50,16 @@
 //! Not yet modelled (the next steps): Redis Cluster and the quorum backend, two locks (one
 //! manager's inbox, watchdog and connection shared by them), liveness of shared locks and under
 //! faults, the cohort's bound on hand-offs and the end of its token block, in-memory re-entries
-//! of a cohort, a conformance run of the model's operations against a real redis-server, and
-//! loom/shuttle checks of the in-process hand-offs.
+//! of a cohort, and loom/shuttle checks of the in-process hand-offs (`tests/schedules`).
+//!
+//! The model is held to the scripts: `conformance.rs` runs random sequences of the exclusive and
+//! fair scripts' steps on the model and on a real redis-server running the crate's own scripts,
+//! and their answers, messages and states must agree.
 
 mod clients;
 mod cohort;
+#[cfg(feature = "redis")]
+mod conformance;
 mod defects;
 mod drift;
 mod fair;

@@ -119,6 +119,8 @@ pub fn acquire(
     if s.plain.is_some() {
         return plain_held(s, owner, lease, wait);
     }
+    // read before a stale hold ends below: its mark stays with the lock
+    let marked = s.lock.as_ref().is_some_and(|l| l.marked);
     if let Some(l) = &s.lock {
         if l.fair.is_some() {
             return Acquired::Fair;
@@ -132,7 +134,6 @@ pub fn acquire(
             return Acquired::Token(reenter(s, c, owner, lease));
         }
     }
-    let marked = s.lock.as_ref().is_some_and(|l| l.marked);
     if s.lock.as_ref().is_none_or(|l| l.token.is_none()) {
         if !s.queue.is_empty() {
             return Acquired::Fair;
@@ -152,6 +153,11 @@ pub fn acquire(
             return Acquired::Fair;
         }
         let ttl_end = s.lock.as_ref().and_then(|l| l.expires).unwrap_or(c.now);
+        if s.waiters.is_empty() {
+            // no record: the key is gone with its expiry (PTTL -2), and the record made now
+            // gets the new one, however short
+            s.waiters_expires = c.now;
+        }
         if !s.waiters.contains(&owner) {
             s.waiters.push(owner);
         }

@@ -100,8 +100,17 @@ fn acquire(s: &mut Server, ctx: &mut Ctx, op: &Op, eviction: Time) -> Answer {
         } => {
             let held = held.map(|t| t.0);
             let waiter = (c, n);
-            let got =
-                fair::fair_acquire(s, ctx, c, lease, will_wait, queued, eviction, waiter, held);
+            let got = fair::fair_acquire(
+                s,
+                ctx,
+                c,
+                lease,
+                will_wait,
+                queued,
+                eviction,
+                waiter,
+                (held, false),
+            );
             match got {
                 Acquired::Fair => Answer::Again,
                 other => acquired(other),

@@ -99,7 +99,11 @@ impl View {
                 }
                 // the fencing counter: not compared, but it must expire (60 s)
                 (k, "string") if k == names::key(":f") && pttl > 0 => {}
-                (k, "string") if k.starts_with(&hb_prefix) && content == ["1"] => {
+                // a heartbeat key's value is the wait's meta for `inspect` (`meta_of`), which no
+                // decision of the scripts reads
+                (k, "string")
+                    if k.starts_with(&hb_prefix) && content.iter().all(|v| is_meta(v)) =>
+                {
                     view.heartbeats
                         .insert(k[hb_prefix.len()..].to_owned(), expiry);
                 }
@@ -149,6 +153,8 @@ fn lock_view(content: &[String], left: Left, view: &mut View) -> LockView {
                 Err(_) => view.unexpected.push(format!("#t = {value}")),
             },
             "#w" if value == "1" => lock.marked = true,
+            // what `inspect` shows of the hold (`meta_of`): no decision of the scripts reads it
+            "#m" if is_meta(&value) => {}
             "#f" => lock.fair = Some(value),
             f if !f.starts_with('#') => {
                 lock.holds.insert(f.to_owned(), value);
@@ -157,4 +163,12 @@ fn lock_view(content: &[String], left: Left, view: &mut View) -> LockView {
         }
     }
     lock
+}
+
+/// Whether `value` is the meta `common.lua`'s `meta_of` writes: server µs, a tab, the label, a
+/// tab, the request.
+fn is_meta(value: &str) -> bool {
+    let mut parts = value.splitn(3, '\t');
+    let began = parts.next().is_some_and(|us| us.parse::<u64>().is_ok());
+    began && parts.count() == 2
 }
