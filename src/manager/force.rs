@@ -45,6 +45,7 @@ impl LockManager {
             tracing::warn!(
                 lock = key,
                 manager = &*self.shared.id,
+                label = &*self.shared.label,
                 "forced the release of a lock: its holders lose it at their next renewal"
             );
         }

@@ -96,3 +96,55 @@ async fn a_quorum_shows_its_holder_and_waiter_and_forces_the_lock_on() {
     taken.release().await.unwrap();
     assert!(a.inspect("qi:1").await.unwrap().is_idle());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layer_request_holding_a_quorum_lock_shows_its_method_and_path() {
+    use std::convert::Infallible;
+    use std::sync::Arc;
+
+    use http::{Request, Response};
+    use tower::{ServiceBuilder, ServiceExt};
+    use tower_lock::{key, LockLayer};
+
+    let masters = Masters::start(3);
+    let (replica, operator) = (
+        labelled(&masters, "q-web").await,
+        labelled(&masters, "q-op").await,
+    );
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let service = ServiceBuilder::new()
+        .layer(LockLayer::new(replica, key::path()))
+        .service_fn({
+            let release = release.clone();
+            move |_req: Request<String>| {
+                let release = release.clone();
+                async move {
+                    let _permit = release.acquire().await;
+                    Ok::<_, Infallible>(Response::new(String::new()))
+                }
+            }
+        });
+    let req = Request::put("/accounts/9?secret=1")
+        .body(String::new())
+        .unwrap();
+    let call = tokio::spawn(service.oneshot(req));
+    let deadline = Instant::now() + GENEROUS;
+    let state = loop {
+        let state = operator.inspect("/accounts/9").await.unwrap();
+        if !state.holders.is_empty() || Instant::now() > deadline {
+            break state;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(state.holders.len(), 1, "{state:?}");
+    let holder = &state.holders[0];
+    // no router named a route: the path, never the query
+    assert_eq!(
+        holder.request.as_deref(),
+        Some("PUT /accounts/9"),
+        "{holder:?}"
+    );
+    assert_eq!(holder.label.as_deref(), Some("q-web"), "{holder:?}");
+    release.add_permits(1);
+    assert!(call.await.unwrap().unwrap().status().is_success());
+}
