@@ -19,7 +19,8 @@
 #
 # Redis: installs redis-server with apt-get when it is missing. Tests start their own servers on
 # free loopback ports; nothing depends on a Redis at 6379. The TLS tests (feature `tls`) make their
-# certificates with the openssl command, installed with apt-get when it is missing.
+# certificates with the openssl command, installed with apt-get when it is missing. The command-line
+# tool's `watch` test drives it in tmux, installed with apt-get when it is missing.
 #
 # PostgreSQL: the tests connect to DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres).
 # When nothing answers there, this script installs postgresql with apt-get if its binaries are
@@ -69,6 +70,13 @@ require_redis() {
         apt_install redis-server
     fi
     redis-server --version
+}
+
+# The CLI's `watch` test (tests/cli) runs it in a tmux session and reads its screen back.
+require_tmux() {
+    if ! command -v tmux >/dev/null 2>&1; then
+        apt_install tmux
+    fi
 }
 
 require_openssl() {
@@ -185,6 +193,7 @@ main() {
     trap 'exit 143' TERM
     require_cargo
     require_redis
+    require_tmux
     require_openssl
     require_postgres
     if [ "$#" -gt 0 ]; then

@@ -113,6 +113,10 @@ mod tonic_status;
 mod waiters;
 mod watchdog;
 
+// The `tower-lock` binary's own dependencies (feature `cli`): the library does not use them.
+#[cfg(feature = "cli")]
+use {clap as _, crossterm as _, serde_json as _};
+
 #[cfg(feature = "redis")]
 pub use backend::redis::RedisPool;
 pub use error::{BoxError, KeyError, LockError};
