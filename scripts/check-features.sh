@@ -2,7 +2,8 @@
 # Checks that the library builds as a dependency: with the default features, with none, and with
 # each feature alone, without the dev-dependencies (which turn on tokio's `full` and would hide a
 # missing feature). `cargo check --lib` builds no dev target, so no dev-dependency's features are
-# unified into the library's.
+# unified into the library's. Then the `tower-lock` binary with the feature `cli` alone, as
+# `cargo install tower-lock --features cli` builds it.
 #
 #   bash scripts/check-features.sh
 #
@@ -24,3 +25,5 @@ check --no-default-features
 for feature in $features; do
     check --no-default-features --features "$feature"
 done
+echo "cargo check --bin tower-lock --no-default-features --features cli" >&2
+cargo check --bin tower-lock --locked --quiet --no-default-features --features cli

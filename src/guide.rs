@@ -11,6 +11,7 @@
 //! | [`guarantees`] | the safety contract, fencing tokens, what each promise rests on |
 //! | [`redis`] | version, data model, ACL, TLS, persistence, Sentinel, Cluster, the failover window |
 //! | [`operations`] | shutdown, outages, logs, metrics and their histogram buckets |
+//! | [`cli`] | the `tower-lock` command: list, show, watch and force-release locks from a shell |
 //! | [`direct_api`] | locks outside a request: jobs, re-entry, read/write, semaphores, quorum |
 //! | [`chaos`] | the fault-injection run and its figures |
 
@@ -25,6 +26,9 @@ pub mod redis {}
 
 #[doc = include_str!("guide/operations.md")]
 pub mod operations {}
+
+#[doc = include_str!("guide/cli.md")]
+pub mod cli {}
 
 #[doc = include_str!("guide/direct_api.md")]
 pub mod direct_api {}

@@ -78,6 +78,7 @@
 //! | `metrics` | the `tower_lock_*` counters, gauges and histograms, through the `metrics` facade | `metrics`: 3 crates |
 //! | `axum` | extractors keyed by `MatchedPath`, `FromRequestParts` for [`LockInfo`] and [`LockOwner`], `IntoResponse` for [`Rejection`] | `axum` with only `matched-path`: 8 crates over `redis` |
 //! | `tonic` | rejections built as `tonic::Status`, `From<LockError> for tonic::Status` | `tonic` without its default features: 5 crates over `redis` |
+//! | `cli` | the `tower-lock` binary ([guide](guide::cli)); nothing in the library; turns on `redis`, `cluster`, `tls` | `clap`, `serde_json`, `crossterm`: 30 crates over those three |
 //!
 //! axum and tonic need no feature for the lock itself: [`LockLayer`] is a tower layer, and both
 //! take tower layers. Their features add conveniences on top. The metrics feature records through
@@ -88,7 +89,8 @@
 //! The [`guide`] explains the rest, one concept per chapter: the [design](guide::design), the
 //! [guarantees](guide::guarantees) and what each rests on, [Redis](guide::redis) (Redis 7, data
 //! model, ACL, persistence, Sentinel, Cluster), [operations](guide::operations) (shutdown,
-//! outages, metrics), the [direct API](guide::direct_api) and the [chaos run](guide::chaos).
+//! outages, metrics), the [`tower-lock` command](guide::cli) (feature `cli`), the
+//! [direct API](guide::direct_api) and the [chaos run](guide::chaos).
 
 #[cfg(feature = "actix")]
 pub mod actix;

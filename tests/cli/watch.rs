@@ -53,7 +53,8 @@ async fn watch_shows_the_holder_and_the_queue_and_quits_on_q() {
     words.extend(["watch".to_owned(), quoted("accounts/")]);
     let shell = format!(
         "{}; echo \"watch exited with $?\"; \
-         stty -a | grep -q -- ' icanon' && echo 'the terminal is in cooked mode'; sleep 60",
+         stty -a | grep -q -- ' icanon' && echo 'the terminal is in cooked mode'; \
+         echo 'the shell is done'; sleep 60",
         words.join(" ")
     );
     let tmux = Tmux {
@@ -110,10 +111,11 @@ async fn watch_shows_the_holder_and_the_queue_and_quits_on_q() {
     assert!(sent.status.success(), "tmux send-keys: {sent:?}");
     let quit = eventually(GENEROUS, || {
         screen = tmux.screen();
-        screen.contains("watch exited with 0")
+        screen.contains("the shell is done")
     })
     .await;
-    assert!(quit, "q ends watch with exit code 0:\n{screen}");
+    assert!(quit, "q ends watch:\n{screen}");
+    assert!(screen.contains("watch exited with 0"), "{screen}");
     // the shell's screen is back: the alternate screen with the table is gone
     assert!(!screen.contains("OLDEST WAIT"), "{screen}");
     assert!(
