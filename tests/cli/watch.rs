@@ -1,101 +1,50 @@
-//! `watch` in a real terminal: tmux runs it on a 160×40 screen, the test reads the screen back
-//! (the lock, its holder, the queue in order), presses `q`, and finds the shell's screen again
-//! with the tool's exit code.
+//! `watch` in a real terminal (tmux, 160×40): the screen shows the lock, its holder and its queue
+//! in order; `q` or Ctrl-C ends it with exit code 0 and gives the shell its screen back in cooked
+//! mode. Without a terminal it prints a table a second until it is told to stop.
 
-use std::process::{Command, Output};
+use std::process::Stdio;
 
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tower_lock::DEFAULT_LEASE;
 
 use crate::read::table_name;
-use crate::run::{target, BIN};
+use crate::run::{args, BIN};
 use crate::scene::{Scene, KEY};
 use crate::support::fixture::Fixture;
-use crate::support::{eventually, GENEROUS};
-
-/// One tmux server of this test's own (its own socket), killed on drop.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .args(["-L", &self.socket])
-            .args(args)
-            .output()
-            .expect("tmux (apt-get install tmux; scripts/test.sh installs it)")
-    }
-
-    /// The text on the session's screen now.
-    fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "watch"]).stdout)
-            .into_owned()
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.run(&["kill-server"]);
-    }
-}
-
-/// `text` quoted for the shell tmux runs the command with.
-fn quoted(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
-}
+use crate::support::GENEROUS;
+use crate::tmux::Terminal;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_shows_the_holder_and_the_queue_and_quits_on_q() {
+    watch_until(&["q"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_quits_on_control_c_too() {
+    watch_until(&["C-c"]).await;
+}
+
+/// Watch the contended lock, check the screen, and press `keys`.
+async fn watch_until(keys: &[&str]) {
     let fx = Fixture::redis();
     let scene = Scene::contended(&fx, DEFAULT_LEASE).await;
-    let mut words = vec![quoted(BIN)];
-    words.extend(target(&fx).iter().map(|arg| quoted(arg)));
-    words.extend(["watch".to_owned(), quoted("accounts/")]);
-    let shell = format!(
-        "{}; echo \"watch exited with $?\"; \
-         stty -a | grep -q -- ' icanon' && echo 'the terminal is in cooked mode'; \
-         echo 'the shell is done'; sleep 60",
-        words.join(" ")
-    );
-    let tmux = Tmux {
-        socket: format!("tower-lock-cli-{}", std::process::id()),
-    };
-    let started = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "watch",
-        "-x",
-        "160",
-        "-y",
-        "40",
-        &shell,
-    ]);
-    assert!(started.status.success(), "tmux new-session: {started:?}");
-
     let state = scene.holder.inspect(KEY).await.expect("inspect");
     let holder = table_name(state.holders[0].label.as_deref(), &state.holders[0].manager);
     let waiters: Vec<String> = (state.waiters.iter())
         .map(|w| table_name(w.label.as_deref(), &w.manager))
         .collect();
-    let shows_all = |screen: &str| {
-        screen.contains("tower-lock watch")
-            && screen
-                .lines()
-                .any(|l| l.starts_with(KEY) && l.contains(&holder))
-            && screen.contains(&format!("1. {}", waiters[0]))
-            && screen.contains(&format!("2. {}", waiters[1]))
-    };
-    let mut screen = String::new();
-    let shown = eventually(GENEROUS, || {
-        screen = tmux.screen();
-        shows_all(&screen)
-    })
-    .await;
-    assert!(
-        shown,
-        "the lock, its holder and its queue in order:\n{screen}"
-    );
+
+    let terminal = Terminal::run_tool(&args(&fx, &["watch", "accounts/"]));
+    let screen = terminal
+        .screen_when("the lock, its holder and its queue in order", |screen| {
+            screen.contains("tower-lock watch")
+                && screen
+                    .lines()
+                    .any(|l| l.starts_with(KEY) && l.contains(&holder))
+                && screen.contains(&format!("1. {} fair", waiters[0]))
+                && screen.contains(&format!("2. {} fair", waiters[1]))
+        })
+        .await;
     let row = screen
         .lines()
         .find(|l| l.starts_with(KEY))
@@ -107,20 +56,52 @@ async fn watch_shows_the_holder_and_the_queue_and_quits_on_q() {
         "{row}"
     );
 
-    let sent = tmux.run(&["send-keys", "-t", "watch", "q"]);
-    assert!(sent.status.success(), "tmux send-keys: {sent:?}");
-    let quit = eventually(GENEROUS, || {
-        screen = tmux.screen();
-        screen.contains("the shell is done")
-    })
-    .await;
-    assert!(quit, "q ends watch:\n{screen}");
-    assert!(screen.contains("watch exited with 0"), "{screen}");
-    // the shell's screen is back: the alternate screen with the table is gone
-    assert!(!screen.contains("OLDEST WAIT"), "{screen}");
+    terminal.send(keys);
+    let (code, screen) = terminal.finished().await;
+    assert_eq!(code, 0, "{screen}");
     assert!(
-        screen.contains("the terminal is in cooked mode"),
-        "{screen}"
+        !screen.contains("OLDEST WAIT"),
+        "the table was on the alternate screen:\n{screen}"
     );
+    scene.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_terminal_watch_prints_tables_until_interrupted() {
+    let fx = Fixture::redis();
+    let scene = Scene::contended(&fx, DEFAULT_LEASE).await;
+    let mut child = tokio::process::Command::new(BIN)
+        .args(args(&fx, &["watch"]))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let (mut titles, mut row) = (0, None);
+    let read = tokio::time::timeout(GENEROUS, async {
+        // two tables: it goes on after the first
+        while titles < 2 {
+            let line = lines.next_line().await.expect("read").expect("a line");
+            titles += usize::from(line.starts_with("tower-lock watch"));
+            // the table's row, not the queue's line under it
+            if titles == 1 && line.starts_with(KEY) && !line.contains("<-") {
+                row = Some(line);
+            }
+        }
+    });
+    read.await.expect("two tables");
+    let row = row.expect("the first table shows the lock");
+    assert_eq!(row.split_whitespace().nth(6), Some("2"), "{row}");
+    let pid = child.id().expect("pid").to_string();
+    let signalled = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status();
+    assert!(signalled.expect("kill").success());
+    let status = tokio::time::timeout(GENEROUS, child.wait())
+        .await
+        .expect("it stops")
+        .expect("wait");
+    assert_eq!(status.code(), Some(0), "{status:?}");
     scene.finish().await;
 }
