@@ -140,3 +140,24 @@ async fn a_lock_name_with_control_characters_never_reaches_the_terminal() {
     assert_eq!(state["holders"].as_array().map(Vec::len), Some(1));
     guard.release().await.expect("release");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_output_pipe_ends_quietly() {
+    let fx = Fixture::redis();
+    let mut child = tokio::process::Command::new(BIN)
+        .args(crate::run::args(&fx, &["show", "accounts/42"]))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // the reader goes away before the tool writes, as `tower-lock show … | head -0` would
+    drop(child.stdout.take());
+    let output = tokio::time::timeout(GENEROUS, child.wait_with_output())
+        .await
+        .expect("it ends")
+        .expect("wait");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -1,17 +1,18 @@
 //! `watch` in a real terminal (tmux, 160×40): the screen shows the lock, its holder and its queue
 //! in order; `q` or Ctrl-C ends it with exit code 0 and gives the shell its screen back in cooked
-//! mode. Without a terminal it prints a table a second until it is told to stop.
+//! mode. A Redis outage shows as an error in place of the table, until Redis is back. Without a
+//! terminal it prints a table a second until it is told to stop.
 
 use std::process::Stdio;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tower_lock::DEFAULT_LEASE;
+use tower_lock::{LockManager, LockOptions, DEFAULT_LEASE};
 
 use crate::read::table_name;
 use crate::run::{args, BIN};
 use crate::scene::{Scene, KEY};
 use crate::support::fixture::Fixture;
-use crate::support::GENEROUS;
+use crate::support::{RedisServer, GENEROUS};
 use crate::tmux::Terminal;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,4 +105,45 @@ async fn without_a_terminal_watch_prints_tables_until_interrupted() {
         .expect("wait");
     assert_eq!(status.code(), Some(0), "{status:?}");
     scene.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_outlives_an_outage_and_never_shows_a_stale_table() {
+    let mut server = RedisServer::start();
+    let holder = LockManager::redis(&server.url()).await.expect("manager");
+    let guard = holder
+        .acquire("accounts/1", &LockOptions::exclusive())
+        .await
+        .expect("hold");
+    let url = server.url();
+    let args: Vec<String> = ["--redis", &url, "--timeout", "0.5", "watch", "accounts/"]
+        .map(str::to_owned)
+        .to_vec();
+    let terminal = Terminal::run_tool(&args);
+    terminal
+        .screen_when("the held lock", |s| {
+            s.lines().any(|l| l.starts_with("accounts/1 "))
+        })
+        .await;
+
+    server.kill();
+    let down = format!("cannot reach Redis at {}", server.url());
+    let screen = terminal
+        .screen_when("the outage", |s| s.contains(&down))
+        .await;
+    assert!(
+        !screen.contains("OLDEST WAIT"),
+        "no table while Redis is down:\n{screen}"
+    );
+
+    // a server that lost every key: the lock is gone, and watch says so
+    server.restart();
+    terminal
+        .screen_when("the server back", |s| {
+            s.contains("no lock under \"accounts/\" is held or waited for")
+        })
+        .await;
+    terminal.send(&["q"]);
+    assert_eq!(terminal.finished().await.0, 0);
+    drop(guard);
 }
