@@ -26,7 +26,7 @@ async fn a_wrong_command_line_exits_2_before_connecting() {
     // nothing listens on port 1: a command that connected would fail with 1 instead
     let dead = ["--redis", "redis://127.0.0.1:1"];
     let long_key = "k".repeat(5000);
-    let cases: [(&[&str], &str); 10] = [
+    let cases: [(&[&str], &str); 11] = [
         (&["frobnicate"], "unrecognized subcommand"),
         (&["show"], "<KEY>"),
         (&["release", "accounts/42"], "add --force"),
@@ -35,6 +35,7 @@ async fn a_wrong_command_line_exits_2_before_connecting() {
         (&["show", &long_key], "the limit is 4096"),
         (&["list", "--limit", "0"], "at least 1"),
         (&["--timeout", "0", "list"], "more than 0 seconds"),
+        (&["--namespace", "", "list"], "namespace is empty"),
         (
             &["--redis", "redis://a", "--redis", "redis://b", "list"],
             "--cluster or --sentinel",

@@ -108,7 +108,7 @@ impl Target {
                 )
             }
             // what the command line gave: the URL, the namespace, the timeout
-            LockError::Config(what) => return Failure::usage(format!("{}: {what}", self.shown())),
+            LockError::Config(_) => return Failure::usage(one_line(err)),
             other => one_line(other),
         };
         Failure::runtime(message)
