@@ -109,6 +109,8 @@ impl Target {
             }
             // what the command line gave: the URL, the namespace, the timeout
             LockError::Config(_) => return Failure::usage(one_line(err)),
+            // the library names the key, which for `list` is a prefix: say what is missing
+            LockError::Unsupported { what, .. } => format!("not supported here yet: {what}"),
             other => one_line(other),
         };
         Failure::runtime(message)
