@@ -57,7 +57,7 @@ impl Watch<'_> {
                 _ = ticks.tick() => {
                     // a read that waits for a frozen server must not keep `q` waiting
                     tokio::select! {
-                        read = self.lines() => lines = read,
+                        read = self.lines("  (q quits)") => lines = read,
                         input = inputs.recv() => if input != Some(Input::Redraw) { return Ok(()) },
                         () = &mut stop => return Ok(()),
                     }
@@ -81,16 +81,17 @@ impl Watch<'_> {
                 _ = ticks.tick() => {}
                 () = &mut stop => return Ok(()),
             }
-            let mut lines = self.lines().await;
+            let mut lines = self.lines("").await;
             lines.push(String::new());
             output::lines(lines)?;
         }
     }
 
-    /// The title and the table of the locks now, or the error that kept them from being read.
-    async fn lines(&self) -> Vec<String> {
+    /// The title (ending with `hint`) and the table of the locks now, or the error that kept
+    /// them from being read.
+    async fn lines(&self, hint: &str) -> Vec<String> {
         let title = format!(
-            "tower-lock watch  {}  namespace {}  prefix {:?}  {} UTC  (q quits)",
+            "tower-lock watch  {}  namespace {}  prefix {:?}  {} UTC{hint}",
             self.target.shown(),
             describe::printable(&self.target.namespace),
             describe::printable(self.prefix),
