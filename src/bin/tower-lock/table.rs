@@ -126,6 +126,40 @@ pub fn queues(states: &[LockState]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tower_lock::{LockManager, LockOptions};
+
+    /// The row of `key` while two owners of one memory manager hold it with `options`.
+    async fn row_of_two_holds(options: LockOptions) -> Vec<String> {
+        let manager = LockManager::memory();
+        let first = manager.owner().acquire("k", &options).await.expect("first");
+        let second = manager
+            .owner()
+            .acquire("k", &options)
+            .await
+            .expect("second");
+        let row = row(&manager.inspect("k").await.expect("inspect"));
+        drop((first, second));
+        row
+    }
+
+    #[tokio::test]
+    async fn shared_holds_show_their_mode_and_how_many_more_hold() {
+        let reads = row_of_two_holds(LockOptions::read()).await;
+        assert_eq!(reads[1], "read");
+        assert!(reads[2].ends_with(" +1"), "{reads:?}");
+        let permits = row_of_two_holds(LockOptions::semaphore(3)).await;
+        assert_eq!(permits[1], "semaphore 2/3");
+        assert_eq!(permits[6], "0", "nobody waits");
+    }
+
+    #[tokio::test]
+    async fn a_free_lock_is_said_free() {
+        let manager = LockManager::memory();
+        let cells = row(&manager.inspect("k").await.expect("inspect"));
+        assert_eq!(cells[0], "k");
+        assert_eq!(cells[2], "(free)");
+        assert_eq!(cells[3..], ["-", "-", "-", "0", "-"]);
+    }
 
     #[test]
     fn columns_line_up_under_their_header() {
