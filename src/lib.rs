@@ -5,6 +5,8 @@
 // other processes, the builder's Redis paths) is partly unused.
 #![cfg_attr(not(feature = "redis"), allow(unused, irrefutable_let_patterns))]
 #![warn(missing_docs)]
+// shuttle's lock makes the futures' auto-trait checks deeper (the schedule checks' build only)
+#![cfg_attr(all(test, tower_lock_shuttle), recursion_limit = "256")]
 // A dependency the library does not use fails the build. Test builds of the library are left out:
 // they also link the dev-dependencies, which each test target uses only in part.
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
@@ -108,7 +110,10 @@ mod manager;
 mod options;
 mod request;
 mod saturating;
+#[cfg(all(test, tower_lock_shuttle))]
+mod schedules;
 mod state;
+mod sync;
 mod telemetry;
 #[cfg(feature = "tonic")]
 mod tonic_status;

@@ -6,13 +6,14 @@
 //! yours, token T") goes to the one waiter it names.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use tokio::sync::Notify;
 
 pub(crate) use crate::ids::LockId;
 use crate::ids::{numbered, IdMap, OwnerId};
+use crate::sync::{seeded, AtomicBool, AtomicU64, Defect, Mutex, MutexGuard};
 
 /// One waiting request.
 #[derive(Debug)]
@@ -260,7 +261,7 @@ impl WaitRegistry {
             };
         };
         queue.retain(|w| w.seq != me.seq);
-        let mut pass_on = !acquired && me.has_unused_wake();
+        let mut pass_on = !acquired && me.has_unused_wake() && !seeded(Defect::WakeKept);
         if pass_on {
             if let Some(next) = queue.iter().find(|w| !w.has_unused_wake()) {
                 next.wake();
@@ -281,6 +282,9 @@ impl WaitRegistry {
         self.lock().values().map(VecDeque::len).sum()
     }
 }
+
+#[cfg(all(test, tower_lock_shuttle))]
+mod schedules;
 
 #[cfg(test)]
 mod tests {

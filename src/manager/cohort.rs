@@ -25,7 +25,7 @@
 //! request of the cohort: each inherits the same signal, so `lost()` fires for whoever holds.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use tokio::sync::{oneshot, Notify};
 
@@ -42,6 +42,7 @@ pub(crate) use seat::{Inheritance, Seat, Succession};
 use super::live::{Hold, Through};
 use super::Shared;
 use crate::ids::{IdMap, OwnerId};
+use crate::sync::{Mutex, MutexGuard};
 use crate::waiters::LockId;
 
 pub(crate) use crate::backend::TOKEN_BLOCK;

@@ -20,6 +20,8 @@ mod read_group;
 mod read_group_requests;
 mod record;
 mod refusal;
+#[cfg(all(test, tower_lock_shuttle))]
+mod schedules;
 mod shutdown;
 mod ticket;
 mod turns;

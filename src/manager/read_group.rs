@@ -9,8 +9,8 @@
 //! dropped since the leader began, takes no new member; nor does one whose hold the server did
 //! not vouch for recently (see `cohort/hand_off.rs`) until a confirmation does.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
@@ -22,6 +22,7 @@ use super::cohort::proven;
 use super::live::{Hold, Through};
 use super::Shared;
 use crate::ids::{IdMap, OwnerId};
+use crate::sync::{seeded, AtomicU64, Defect, Mutex, MutexGuard};
 use crate::waiters::LockId;
 
 /// The read groups of one manager, by lock.
@@ -309,7 +310,7 @@ impl Group {
         let held = self.held.as_ref()?;
         if !self.open
             || self.joins >= bound
-            || held.lost.is_lost()
+            || (held.lost.is_lost() && !seeded(Defect::JoinLost))
             || connections != self.connections
         {
             self.open = false;

@@ -22,6 +22,7 @@ use super::{Cohort, Inheritance, Turn, Waiting, TOKEN_BLOCK};
 use crate::lease::LostSignal;
 use crate::manager::live::Hold;
 use crate::manager::Shared;
+use crate::sync::{seeded, Defect};
 
 /// How long the server's answer with a hold serves as proof that it still holds it, for a
 /// hand-off in memory (or a read group's new member). Far below the time a server takes to
@@ -31,7 +32,12 @@ pub(crate) const PROOF: Duration = Duration::from_millis(10);
 /// Whether the hold of `lost` is proven recently enough to be handed on in memory.
 pub(crate) fn proven(lost: &LostSignal) -> bool {
     let recent = |at: Instant| at.elapsed() < PROOF;
-    !lost.is_lost() && lost.proven().is_some_and(recent)
+    !is_lost(lost) && lost.proven().is_some_and(recent)
+}
+
+/// Whether the lease of `lost` is lost: no hand-off of its hold (a seeded defect looks away).
+fn is_lost(lost: &LostSignal) -> bool {
+    lost.is_lost() && !seeded(Defect::HandOffLost)
 }
 
 /// What [`Cohort::hand_off`] did.
@@ -66,7 +72,7 @@ impl Cohort {
         // the tokens of the backend's block: `held.token` and the ones after it
         let block_end = held.token + u64::from(TOKEN_BLOCK) - 1;
         let mut checked = false;
-        while !held.lost.is_lost() && self.last_token < block_end {
+        while !is_lost(&held.lost) && self.last_token < block_end {
             let handoffs = self.handoffs;
             let next = self.waiting.front();
             if next.is_some_and(|next| next.bounded && handoffs >= bound) {
@@ -102,7 +108,9 @@ impl Cohort {
                     self.handoffs += u32::from(bounded);
                     self.last_token = token;
                     self.holder = Some((owner, 1));
-                    return HandOff::Made;
+                    if !seeded(Defect::HandOffAndRelease) {
+                        return HandOff::Made;
+                    }
                 }
                 Err(unsent) => unsent.disarm(),
             }

@@ -15,20 +15,24 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{Cmd, Pipeline, RedisConnectionInfo, RedisError, RedisResult, Value};
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 
 use super::packed::Packed;
+use crate::sync::{AtomicBool, AtomicUsize, Mutex, MutexGuard};
+use socket::OwnedWriteHalf;
 
 mod reader;
 mod resp;
+#[cfg(all(test, tower_lock_shuttle))]
+mod schedules;
+mod socket;
 mod unsent;
 mod waiter;
 mod writer;
@@ -106,7 +110,7 @@ impl Drop for Handle {
     }
 }
 
-fn lock(outbox: &Mutex<Outbox>) -> std::sync::MutexGuard<'_, Outbox> {
+fn lock(outbox: &Mutex<Outbox>) -> MutexGuard<'_, Outbox> {
     outbox.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -137,7 +141,7 @@ impl Link {
 
     /// A link over `stream` to database `db`, and its reader task.
     fn over(stream: TcpStream, db: i64) -> Link {
-        let (read, writer) = stream.into_split();
+        let (read, writer) = socket::split(stream);
         let shared = Arc::new(Shared {
             writer,
             db,

@@ -10,10 +10,11 @@ use std::sync::Arc;
 
 use redis::{RedisError, Value};
 use tokio::io::AsyncReadExt;
-use tokio::net::tcp::OwnedReadHalf;
 use tokio::time::{Instant, Sleep};
 
+use super::socket::OwnedReadHalf;
 use super::{lock, resp, writer, Failure, Outbox, Settle, Shared, Waiter};
+use crate::sync::{seeded, Defect};
 
 /// Room made in the read buffer before each read: a lock's answers are short.
 const CHUNK: usize = 8 * 1024;
@@ -202,7 +203,11 @@ fn hand_out(shared: &Shared, reading: &mut VecDeque<Waiter>, value: Value) -> Re
         // the outbox keeps the empty queue's room
         std::mem::swap(reading, &mut lock(&shared.outbox).waiting);
     }
-    let Some(waiter) = reading.front_mut() else {
+    let next = match seeded(Defect::AnswerOutOfTurn) {
+        true => reading.back_mut(),
+        false => reading.front_mut(),
+    };
+    let Some(waiter) = next else {
         let why = "Redis answered a command that was not sent";
         return Err(Failure(io::ErrorKind::InvalidData, why.into()));
     };

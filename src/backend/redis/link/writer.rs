@@ -4,11 +4,10 @@
 //! lock through a system call, and a busy connection writes in batches.
 
 use std::io;
-use std::sync::MutexGuard;
 
-use tokio::net::tcp::OwnedWriteHalf;
-
+use super::socket::OwnedWriteHalf;
 use super::{lock, Outbox, Shared};
+use crate::sync::MutexGuard;
 
 /// The most writes one writer makes before it leaves the rest to the reader task: a caller writes
 /// the commands that came while it wrote, but does not keep writing for everyone else.
