@@ -1,7 +1,8 @@
 //! The cohort hand-off under many schedules: three requests of this process take the lock twice
-//! each through their cohort (at most two hand-offs in a row), a request of another process takes
-//! it in the server twice, and the lease of a cohort's hold may be lost at any step, the server
-//! forgetting the hold just after.
+//! each through their cohort (at most two hand-offs in a row) — one keeps FIFO order (a fair
+//! request, which asks the server whether others wait), one gives up after a few steps of waiting
+//! — a request of another process takes it in the server twice, and the lease of a cohort's hold
+//! may be lost at any step, the server forgetting the hold just after.
 
 use std::pin::pin;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use shuttle::future::{block_on, spawn, yield_now, JoinHandle};
 use tokio::sync::oneshot;
 
 use super::server::Server;
-use super::Checks;
+use super::{within, Checks};
 use crate::ids::OwnerId;
 use crate::lease::LostSignal;
 use crate::manager::cohort::{Enter, Released, Seat, Turn};
@@ -25,6 +26,10 @@ use crate::waiters::LockId;
 
 const REQUESTS: usize = 3;
 const ROUNDS: usize = 2;
+/// The steps the impatient request waits for its turn.
+const PATIENCE: usize = 3;
+/// The request that keeps FIFO order (a fair one).
+const FAIR: usize = 1;
 /// The request number the other process's holds go by.
 const REMOTE: usize = 99;
 
@@ -60,29 +65,11 @@ impl World {
         }
     }
 
-    /// Request `who` takes the lock through its cohort, holds it for a step, and releases it.
-    async fn request(self: &Arc<Self>, who: usize) {
-        let owner = &self.owners[who];
-        let (hold, token) = loop {
-            let turn = match self.shared.cohorts.enter(&self.id, owner, true, false) {
-                Enter::Lead(seat, lost) => {
-                    if let Some(lost) = lost {
-                        self.server.release(&lost.owner);
-                    }
-                    Turn::Lead(seat)
-                }
-                Enter::Queued(next) => next.await.expect("a queued request gets its turn"),
-                Enter::AfterLeader(settled) => {
-                    settled.await;
-                    continue;
-                }
-                other => panic!("request {who} entered as {other:?}"),
-            };
-            match turn {
-                Turn::Inherit(inheritance) => break inheritance.take().expect("a hold"),
-                Turn::Lead(seat) => break self.lead(seat, owner).await,
-                Turn::Alone => panic!("no leader's attempt fails here"),
-            }
+    /// Request `who` takes the lock through its cohort, holds it for a step, and releases it;
+    /// with `patience`, it gives up once that many of its steps passed without its turn.
+    async fn request(self: &Arc<Self>, who: usize, patience: Option<usize>) {
+        let Some((hold, token)) = self.take(who, patience).await else {
+            return;
         };
         self.checks.hold(who, true, token, &hold.lost);
         yield_now().await;
@@ -90,13 +77,108 @@ impl World {
         self.release(hold).await;
     }
 
-    /// Take the lock in the server as the cohort's leader (`lead_cohort`).
-    async fn lead(self: &Arc<Self>, seat: Seat, owner: &OwnerId) -> (Hold, u64) {
+    /// Take the lock through the cohort (`acquire_in_cohort`): the hold and token, or `None`
+    /// when the request gave up.
+    async fn take(self: &Arc<Self>, who: usize, patience: Option<usize>) -> Option<(Hold, u64)> {
+        let owner = &self.owners[who];
+        let fifo = who == FAIR;
+        loop {
+            let entered = match self.shared.cohorts.enter(&self.id, owner, true, fifo) {
+                Enter::Ask {
+                    leader,
+                    ticket,
+                    turn,
+                } => self.ask_to_queue(leader, ticket, turn).await,
+                entered => entered,
+            };
+            let turn = match entered {
+                Enter::Lead(seat, lost) => {
+                    if let Some(lost) = lost {
+                        self.server.release(&lost.owner);
+                    }
+                    Turn::Lead(seat)
+                }
+                Enter::Queued(mut next) => match within(patience, &mut next).await {
+                    Some(turn) => turn.expect("a queued request gets its turn"),
+                    None => return Self::late_turn(next).await,
+                },
+                Enter::AfterLeader(settled) => {
+                    settled.await;
+                    continue;
+                }
+                Enter::Alone => Turn::Alone,
+                other => panic!("request {who} entered as {other:?}"),
+            };
+            return match turn {
+                Turn::Inherit(inheritance) => inheritance.take(),
+                Turn::Lead(seat) => self.lead(seat, owner, patience).await,
+                Turn::Alone => Some(self.alone(owner).await),
+            };
+        }
+    }
+
+    /// A request keeping FIFO order asks the server whether anybody but the cohort's `leader`
+    /// waits (`ask_to_queue`): if not, it keeps its place in the cohort's line; else it leaves it
+    /// (a turn sent meanwhile goes on as if dropped) and takes the lock in the server alone.
+    async fn ask_to_queue(
+        &self,
+        leader: OwnerId,
+        ticket: u64,
+        turn: oneshot::Receiver<Turn>,
+    ) -> Enter {
+        // the server's answer takes a round trip
+        yield_now().await;
+        if !self.server.queued_behind(&leader) {
+            self.shared.cohorts.admit(&self.id, ticket);
+            return Enter::Queued(turn);
+        }
+        if let Some((hold, _)) = Self::late_turn(turn).await {
+            self.release(hold).await;
+        }
+        Enter::Alone
+    }
+
+    /// Take the lock in the server alone, outside the cohort (`acquire_in_backend`).
+    async fn alone(&self, owner: &OwnerId) -> (Hold, u64) {
+        let lost = Arc::new(LostSignal::new(self.key.clone(), None));
+        let token = self.server.acquire(owner, true, &lost).await;
+        let hold = Hold {
+            key: self.key.clone(),
+            id: self.id.clone(),
+            owner: owner.clone(),
+            token,
+            watched: true,
+            lost,
+            mode: Mode::Fair,
+            through: Through::Backend,
+        };
+        (hold, token)
+    }
+
+    /// The wait of a queued request is over (`queued_wait_ended`): an inheritance sent by the
+    /// end of a last step (the leader's verdict) is taken, a lead passed on (the seat, dropped).
+    async fn late_turn(mut next: oneshot::Receiver<Turn>) -> Option<(Hold, u64)> {
+        yield_now().await;
+        next.close();
+        match next.try_recv() {
+            Ok(Turn::Inherit(inheritance)) => inheritance.take(),
+            _ => None,
+        }
+    }
+
+    /// Take the lock in the server as the cohort's leader (`lead_cohort`); `None` when the
+    /// request's patience ran out first (the seat, dropped, passes the lead on).
+    async fn lead(
+        self: &Arc<Self>,
+        seat: Seat,
+        owner: &OwnerId,
+        patience: Option<usize>,
+    ) -> Option<(Hold, u64)> {
         let leader = self.shared.new_owner_id();
         seat.leading(&leader);
         let connections = self.shared.waiters.wake_alls();
         let lost = Arc::new(LostSignal::new(self.key.clone(), None));
-        let token = self.server.acquire(&leader, true, &lost).await;
+        let token = within(patience, self.server.acquire(&leader, true, &lost)).await?;
         let hold = Hold {
             key: self.key.clone(),
             id: self.id.clone(),
@@ -112,7 +194,7 @@ impl World {
             let watch = spawn(world.watch(hold.clone(), left));
             self.watches.lock().unwrap().push(watch);
         }
-        (hold, token)
+        Some((hold, token))
     }
 
     /// Watch the lease of the cohort's `hold` until it leaves the cohort (`watch_cohort_hold`).
@@ -127,6 +209,10 @@ impl World {
 
     /// Release `hold` (`release_in_cohort`): hand it on, or give it back to the server.
     async fn release(&self, hold: Hold) {
+        if hold.through == Through::Backend {
+            self.server.release(&hold.owner);
+            return;
+        }
         let mut may_confirm = true;
         loop {
             let began = self.checks.tick();
@@ -196,8 +282,10 @@ fn scenario() {
             .map(|who| {
                 let world = world.clone();
                 spawn(async move {
+                    // the last request gives up after a few steps of waiting
+                    let patience = (who + 1 == REQUESTS).then_some(PATIENCE);
                     for _ in 0..ROUNDS {
-                        world.request(who).await;
+                        world.request(who, patience).await;
                     }
                 })
             })

@@ -4,21 +4,28 @@
 //!
 //! What they cover: every decision the cohort table and the read groups make under their lock,
 //! the gaps between those critical sections (a seat dropped, a lost lease's watcher, a succession
-//! run after the server's release), the turns and memberships sent over channels, and the
-//! confirmation asked for an unproven hold. The requests mirror `cohort_requests.rs` and
-//! `read_group_requests.rs` step by step; the server answers as the scripts would, one call at a
-//! time. Asserted: no double holder (two holders at once unless one's `lost()` fired), no
-//! hand-off or join of a hold whose loss fired before, every token given once, and every
-//! request served (a waiter left behind deadlocks, which shuttle reports), the lock free and
-//! nobody waiting at the end.
+//! run after the server's release), the turns and memberships sent over channels, the
+//! confirmation asked for an unproven hold, a queued request or a leader that gives up (a turn
+//! that reaches it as it does), and a fair request asking the server whether others wait. The
+//! requests mirror `cohort_requests.rs` and `read_group_requests.rs` step by step; the server
+//! answers as the scripts would, one call at a time. Asserted: no double holder (two holders at
+//! once unless one's `lost()` fired), no hand-off or join of a hold whose loss fired before,
+//! every token given once, and every request served (a waiter left behind deadlocks, which
+//! shuttle reports), the lock free and nobody waiting at the end.
 //!
-//! What they leave out: the wait timeouts and cancellations of requests (each waits until
-//! served), fair requests that ask the server about the cohort's leader, a connection drop
-//! (`wake_alls`), the shutdown, and the real Redis calls (the model server stands for them; the
-//! protocol's own model is `tests/model`). Time is real: the proof of a hold is taken fresh by a
+//! What they leave out: a connection drop (`wake_alls`), the shutdown, a leader's attempt that
+//! fails (`disband`), re-entries, requests that do not wait, reads that give up, and the real
+//! Redis calls (the model server stands for them; the protocol's own model is `tests/model`). A
+//! turn that its request no longer takes is taken and released by the test, where the crate
+//! releases it in the background. Time is real: the proof of a hold is taken fresh by a
 //! confirmation, so a replayed schedule takes the same branches unless a step outlasts `PROOF`.
 
+use std::future::Future;
+use std::pin::pin;
 use std::sync::Arc;
+
+use futures_util::future::{select, Either};
+use shuttle::future::yield_now;
 
 use crate::ids::OwnerId;
 use crate::lease::LostSignal;
@@ -99,5 +106,22 @@ impl Checks {
     /// Nobody holds the lock.
     fn nobody_holds(&self) -> bool {
         self.holders.lock().unwrap().is_empty()
+    }
+}
+
+/// What `future` gives, unless `patience` (when some) runs out first: that many steps of the
+/// waiting task, a timer that fires at steps the scheduler chooses.
+async fn within<F: Future>(patience: Option<usize>, future: F) -> Option<F::Output> {
+    let Some(steps) = patience else {
+        return Some(future.await);
+    };
+    let timer = async move {
+        for _ in 0..steps {
+            yield_now().await;
+        }
+    };
+    match select(pin!(future), pin!(timer)).await {
+        Either::Left((output, _)) => Some(output),
+        Either::Right(_) => None,
     }
 }

@@ -24,6 +24,18 @@ struct State {
     holds: Vec<(OwnerId, bool, Arc<LostSignal>)>,
     /// The first token of the next hold's block.
     next_token: u64,
+    /// The owners waiting for the lock.
+    waiting: Vec<OwnerId>,
+}
+
+/// An owner's place among the server's waiters, while its acquisition waits.
+struct Waiting<'a>(&'a Server, OwnerId);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let mut state = self.0.state.lock().unwrap();
+        state.waiting.retain(|o| *o != self.1);
+    }
 }
 
 impl Server {
@@ -34,6 +46,8 @@ impl Server {
         write: bool,
         lost: &Arc<LostSignal>,
     ) -> u64 {
+        self.state.lock().unwrap().waiting.push(owner.clone());
+        let _waiting = Waiting(self, owner.clone());
         loop {
             let freed = self.freed.notified();
             tokio::pin!(freed);
@@ -49,6 +63,12 @@ impl Server {
             }
             freed.await;
         }
+    }
+
+    /// Whether anybody but `leader` waits for the lock.
+    pub(super) fn queued_behind(&self, leader: &OwnerId) -> bool {
+        let state = self.state.lock().unwrap();
+        state.waiting.iter().any(|o| o != leader)
     }
 
     /// Whether `owner` holds the lock (a confirmation: one read).
