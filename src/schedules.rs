@@ -1,16 +1,29 @@
 //! Runs the schedule checks of the in-process hand-offs under shuttle, and plants their seeded
 //! defects.
 //!
-//! Each check is a scenario: a few tasks that drive the real cohorts, read groups or wait registry
-//! (built on shuttle's locks and atomics, `sync.rs`) against a small model of the server, and
-//! assert their invariants as they go. [`explore`] runs it under two schedulers with fixed seeds:
-//! PCT (probabilistic concurrency testing: few preemptions at chosen points, good at ordering
-//! bugs) and uniformly random switching. A failure prints the schedule that fails, for
-//! `shuttle::replay`. [`finds`] plants one defect (`crate::sync::seeded`) and asserts that the
-//! checker fails.
+//! Each check is a scenario: a few tasks that drive the real cohorts, read groups, wait registry
+//! or link (built on shuttle's locks and atomics, `sync.rs`) against a small model of the server,
+//! and assert their invariants as they go. [`explore`] runs it under two schedulers with fixed
+//! seeds: PCT (probabilistic concurrency testing: few preemptions at chosen points, good at
+//! ordering bugs) and uniformly random switching. Shuttle samples schedules; it does not
+//! enumerate them all, so a pass is evidence, not proof. [`finds`] plants one defect
+//! (`crate::sync::seeded`) and asserts that the checker fails.
 //!
-//! Implementation notes: the iterations per scheduler come from `SCHEDULES_ITERATIONS` (1000 by
-//! default).
+//! - `manager::schedules::cohort`: no double holder, no hand-off of a lost hold, every token given
+//!   once, no hand-off after a connection dropped, every request served. Defects: `HandOffLost`,
+//!   `HandOffAndRelease`, `DropIgnored`.
+//! - `manager::schedules::read_group`: no read beside a write, no join of a lost group, every read
+//!   served. Defect: `JoinLost`.
+//! - `waiters::schedules`: every waiter that stays is woken (no wake-up lost), none left
+//!   registered. Defect: `WakeKept`.
+//! - `backend::redis::link::schedules`: every answer to its own caller, every settle called once,
+//!   every caller failed when the connection closes. Defect: `AnswerOutOfTurn`.
+//!
+//! Each check's module says what it covers and what it leaves out.
+//!
+//! Implementation notes: the schedules per scheduler come from `SCHEDULES_ITERATIONS` (1000 by
+//! default). A failure prints the failing schedule; `shuttle::replay(scenario, "<schedule>")` in
+//! a test runs it again, step by step.
 
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};

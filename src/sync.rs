@@ -47,6 +47,8 @@ pub(crate) enum Defect {
     HandOffLost,
     /// A cohort's hand-off also gives the hold back to the server: two holders.
     HandOffAndRelease,
+    /// A cohort hands its hold on after a connection dropped (the server may have restarted).
+    DropIgnored,
     /// A read joins a group whose lease is lost.
     JoinLost,
     /// A waiter that leaves with an unused wake-up keeps it: the next waiter sleeps on.

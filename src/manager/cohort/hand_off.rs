@@ -66,7 +66,7 @@ impl Cohort {
         let Some(held) = &self.held else {
             return HandOff::None;
         };
-        if shared.waiters.wake_alls() != self.connections {
+        if shared.waiters.wake_alls() != self.connections && !seeded(Defect::DropIgnored) {
             return HandOff::None;
         }
         // the tokens of the backend's block: `held.token` and the ones after it

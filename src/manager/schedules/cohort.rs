@@ -1,8 +1,8 @@
 //! The cohort hand-off under many schedules: three requests of this process take the lock twice
 //! each through their cohort (at most two hand-offs in a row) — one keeps FIFO order (a fair
 //! request, which asks the server whether others wait), one gives up after a few steps of waiting
-//! — a request of another process takes it in the server twice, and the lease of a cohort's hold
-//! may be lost at any step, the server forgetting the hold just after.
+//! — a request of another process takes it in the server twice, the lease of a cohort's hold may
+//! be lost at any step, the server forgetting the hold just after, and a connection may drop.
 
 use std::pin::pin;
 use std::sync::Arc;
@@ -177,6 +177,7 @@ impl World {
         let leader = self.shared.new_owner_id();
         seat.leading(&leader);
         let connections = self.shared.waiters.wake_alls();
+        self.checks.began(&leader);
         let lost = Arc::new(LostSignal::new(self.key.clone(), None));
         let token = within(patience, self.server.acquire(&leader, true, &lost)).await?;
         let hold = Hold {
@@ -224,6 +225,8 @@ impl World {
                 Released::Kept => {
                     let lost = self.checks.lost_before(&hold.owner, began);
                     assert!(!lost, "a hold whose lease was lost was handed on");
+                    let dropped = self.checks.dropped_since(&hold.owner, began);
+                    assert!(!dropped, "a hold was handed on after a connection dropped");
                     return;
                 }
                 Released::NotHeld => return,
@@ -255,6 +258,16 @@ impl World {
             self.checks.unhold(REMOTE);
             self.server.release(&self.remote);
         }
+    }
+
+    /// At some step, a connection to the server drops and comes back (`wake_all`): the server
+    /// may have restarted, and the cohort's hold may be gone with nobody told yet.
+    async fn drop_a_connection(self: Arc<Self>) {
+        for _ in 0..4 {
+            yield_now().await;
+        }
+        self.checks
+            .connection_dropped(|| self.shared.waiters.wake_all());
     }
 
     /// At some step while requests wait behind it, the lease of the cohort's hold is lost: its
@@ -292,6 +305,7 @@ fn scenario() {
             .collect();
         tasks.push(spawn(world.clone().remote()));
         tasks.push(spawn(world.clone().lose_a_lease()));
+        tasks.push(spawn(world.clone().drop_a_connection()));
         for task in tasks {
             task.await.expect("every request is served");
         }
@@ -318,6 +332,12 @@ fn cohort_hand_offs_keep_exclusion_under_every_schedule_explored() {
 fn a_hand_off_of_a_lost_hold_is_found() {
     let failure = finds(Defect::HandOffLost, scenario);
     assert!(failure.contains("lost was handed on"), "{failure}");
+}
+
+#[test]
+fn a_hand_off_after_a_connection_dropped_is_found() {
+    let failure = finds(Defect::DropIgnored, scenario);
+    assert!(failure.contains("after a connection dropped"), "{failure}");
 }
 
 #[test]

@@ -6,19 +6,24 @@
 //! the gaps between those critical sections (a seat dropped, a lost lease's watcher, a succession
 //! run after the server's release), the turns and memberships sent over channels, the
 //! confirmation asked for an unproven hold, a queued request or a leader that gives up (a turn
-//! that reaches it as it does), and a fair request asking the server whether others wait. The
+//! that reaches it as it does), a fair request asking the server whether others wait, and a
+//! connection that drops and comes back (`wake_all`) at a step of the scheduler's choosing. The
 //! requests mirror `cohort_requests.rs` and `read_group_requests.rs` step by step; the server
 //! answers as the scripts would, one call at a time. Asserted: no double holder (two holders at
 //! once unless one's `lost()` fired), no hand-off or join of a hold whose loss fired before,
-//! every token given once, and every request served (a waiter left behind deadlocks, which
-//! shuttle reports), the lock free and nobody waiting at the end.
+//! every token given once, no cohort hand-off of a hold taken before a connection dropped, and
+//! every request served (a waiter left behind deadlocks, which shuttle reports), the lock free and
+//! nobody waiting at the end.
 //!
-//! What they leave out: a connection drop (`wake_alls`), the shutdown, a leader's attempt that
-//! fails (`disband`), re-entries, requests that do not wait, reads that give up, and the real
-//! Redis calls (the model server stands for them; the protocol's own model is `tests/model`). A
-//! turn that its request no longer takes is taken and released by the test, where the crate
-//! releases it in the background. Time is real: the proof of a hold is taken fresh by a
-//! confirmation, so a replayed schedule takes the same branches unless a step outlasts `PROOF`.
+//! What they leave out: a server that forgets holds when a connection drops, the shutdown, a
+//! leader's attempt that fails (`disband`), re-entries, requests that do not wait, reads that give
+//! up, and the real Redis calls (the model server stands for them; the protocol's own model is
+//! `tests/model`). A turn that its request no longer takes is taken and released by the test,
+//! where the crate releases it in the background. Time is real: the proof of a hold is taken
+//! fresh by a confirmation, so a replayed schedule takes the same branches unless a step outlasts
+//! `PROOF`. The dropped connection is only counted: the model server keeps its holds, since a
+//! server that restarts and grants the lock to another process within `PROOF` of answering this
+//! one is what the hand-off's proof assumes away (`cohort/hand_off.rs`).
 
 use std::future::Future;
 use std::pin::pin;
@@ -53,6 +58,10 @@ struct Checks {
     clock: AtomicU64,
     /// The owners whose lease was lost, with the step after the loss fired.
     losses: Mutex<Vec<(OwnerId, u64)>>,
+    /// Each leader, with the step after it read the count of connection troubles.
+    leaders: Mutex<Vec<(OwnerId, u64)>>,
+    /// The steps before and after each connection drop.
+    drops: Mutex<Vec<(u64, u64)>>,
 }
 
 impl Checks {
@@ -101,6 +110,32 @@ impl Checks {
     fn lost_before(&self, owner: &OwnerId, at: u64) -> bool {
         let losses = self.losses.lock().unwrap();
         losses.iter().any(|(o, when)| o == owner && *when < at)
+    }
+
+    /// `leader` read the count of connection troubles (`wake_alls`) as it began.
+    fn began(&self, leader: &OwnerId) {
+        let at = self.tick();
+        self.leaders.lock().unwrap().push((leader.clone(), at));
+    }
+
+    /// A connection drops: `drop` counts it, between two steps.
+    fn connection_dropped(&self, drop: impl FnOnce()) {
+        let before = self.tick();
+        drop();
+        let after = self.tick();
+        self.drops.lock().unwrap().push((before, after));
+    }
+
+    /// Whether a connection dropped, whole, after `leader` began and before step `at`.
+    fn dropped_since(&self, leader: &OwnerId, at: u64) -> bool {
+        let leaders = self.leaders.lock().unwrap();
+        let Some(&(_, began)) = leaders.iter().find(|(o, _)| o == leader) else {
+            return false;
+        };
+        let drops = self.drops.lock().unwrap();
+        drops
+            .iter()
+            .any(|&(before, after)| began < before && after < at)
     }
 
     /// Nobody holds the lock.
