@@ -4,15 +4,20 @@
 # under `--cfg tower_lock_shuttle`; see src/schedules.rs). Each check runs under a PCT and a random
 # scheduler with fixed seeds, and each seeded defect must be found.
 #
-#   bash scripts/schedules.sh                          # 1000 schedules per scheduler and check
-#   SCHEDULES_ITERATIONS=20000 bash scripts/schedules.sh   # a longer run
+#   bash scripts/schedules.sh                              # 1000 schedules per scheduler and check
+#   SCHEDULES_ITERATIONS=10000 bash scripts/schedules.sh   # a longer run
 #
-# The cfg changes the flags of every crate built, so the build goes to a target directory of its
-# own (`<target>/schedules`): it does not overwrite the artifacts of the ordinary test build.
+# `cargo rustc` gives the cfg to this crate alone: the dependencies are those of the ordinary test
+# build (`cargo test --all-features`, as scripts/test.sh runs it), not built again. Its test binary
+# sits beside the ordinary one (the extra flag changes its name): neither build undoes the other.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-target="${CARGO_TARGET_DIR:-target}"
-export CARGO_TARGET_DIR="$target/schedules"
-export RUSTFLAGS="${RUSTFLAGS:-} --cfg tower_lock_shuttle"
-exec cargo test --locked --lib -- schedules "$@"
+binary=$(cargo rustc --locked --all-features --lib --profile test \
+    --message-format json-render-diagnostics \
+    -- --cfg tower_lock_shuttle | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
+if [ -z "$binary" ]; then
+    echo "schedules.sh: cargo built no test binary" >&2
+    exit 1
+fi
+exec "$binary" schedules "$@"
