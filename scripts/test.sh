@@ -205,6 +205,7 @@ main() {
         python3 scripts/check-docs.py
         RUSTDOCFLAGS="-D warnings" cargo doc --all-features --no-deps --locked
         cargo test --all-features --locked
+        bash scripts/schedules.sh
     fi
 }
 
