@@ -40,8 +40,21 @@ pub(crate) struct AcquireRequest<'a> {
     pub(crate) held: Option<u64>,
     /// The label of this process, for lock states (`LockManagerBuilder::label`).
     pub(crate) label: &'a str,
-    /// The work the hold serves (`LockOptions::request`), for lock states.
+    /// The work the hold serves (`LockOwner::request`), for lock states.
     pub(crate) request: Option<&'a str>,
+}
+
+impl AcquireRequest<'_> {
+    /// What lock states show of the hold besides its start, as the scripts store it after the
+    /// start (`meta_of` in `common.lua`): a tab, the label, a tab, the request.
+    pub(crate) fn about(&self) -> String {
+        let request = self.request.unwrap_or("");
+        let mut about = String::with_capacity(2 + self.label.len() + request.len());
+        for part in ["\t", self.label, "\t", request] {
+            about.push_str(part);
+        }
+        about
+    }
 }
 
 /// Tokens the backend reserves with every acquisition: its own and the ones after it, for local

@@ -8,8 +8,9 @@
 -- ARGV: owner, lease ms, manager id, will wait ('1'/'0'), other local waiters remain ('1'/'0'),
 --       attempt id (a fresh take records it as '#a', so that an undo whose answer never came can
 --       find the hold this attempt made, and no other), the token this master issued for the
---       owner's hold of the lock ('' none: its manager knows of none; '*' not known), [the label
---       of the manager's process, the request the hold serves]
+--       owner's hold of the lock ('' none: its manager knows of none; '*' not known), [what
+--       `inspect` shows of the hold: a tab, the label of the manager's process, a tab, the
+--       request it serves]
 -- Returns {1, token, 0} when acquired, {1, token, 1} when re-entered (the owner held it here
 -- already: token is that hold's), {0, pttl, 0} when busy.
 local lock, waiters, fence = KEYS[1], KEYS[2], KEYS[3]
@@ -28,7 +29,7 @@ if holds then
 end
 
 if not token then
-  token = take(lock, owner, lease, reserve_token(fence), '#a', ARGV[6], '#m', meta_of(ARGV[8], ARGV[9]))
+  token = take(lock, owner, lease, reserve_token(fence), '#a', ARGV[6], '#m', meta_of(ARGV[8]))
   if will_wait and not others then
     redis.call('ZREM', waiters, manager)
   end

@@ -194,7 +194,7 @@ impl QuorumBackend {
         let (redis, up) = (self.nodes[i].redis.clone(), self.nodes[i].up.clone());
         let (lock, manager, timeout) = (lock.clone(), self.manager_id.clone(), self.node_timeout);
         let (will_wait, others_waiting) = (req.will_wait, req.others_waiting);
-        let (label, request) = (req.label.to_owned(), req.request.unwrap_or("").to_owned());
+        let about = req.about();
         // the owner's hold there: none, its token, or unknown ('*': whatever the owner has)
         let held = match req.held {
             None => String::new(),
@@ -212,8 +212,7 @@ impl QuorumBackend {
                 .arg(flag(others_waiting))
                 .arg(attempt)
                 .arg(held)
-                .arg(label)
-                .arg(request);
+                .arg(about);
             let call = redis.run_script::<(i64, i64, i64)>(&lock.id, &call);
             let answer = bounded(timeout, &up, call).await;
             (i, answer.map(grant))

@@ -6,7 +6,8 @@
 --       will), 'wo' (it will, and other requests of this process wait for the lock too), 'wr' (it
 --       will, and an earlier attempt of it found the lock busy and recorded this manager as
 --       waiting), 'wor' (both), [the token of the owner's hold of the lock (absent: its manager
---       knows of none), the label of the manager's process, the request the hold serves]
+--       knows of none; '' the same), what `inspect` shows of the hold: a tab, the label of the
+--       manager's process, a tab, the request it serves]
 -- Returns the fencing token (> 0) when acquired; when busy, -1 - the lock's remaining lease in ms;
 -- 'fair' when the lock is held in fair mode or fair requests queue for it (the request then waits
 -- in that queue: a fair request); when the lock is held or queued for in another family of modes
@@ -16,7 +17,7 @@ local lock = KEYS[1]
 local waiters, fence = KEYS[2] or lock .. ':w', KEYS[3] or lock .. ':f'
 local q = KEYS[4] or lock .. ':ql'
 local owner, lease, wait = ARGV[1], ARGV[2], ARGV[3]
-local label, request = ARGV[5], ARGV[6]
+local about = ARGV[5]
 
 -- The common case, a free lock nobody queues for in fair mode, in one call: the lock's state is
 -- read only when one of the two keys exists.
@@ -50,9 +51,9 @@ if not token then
   -- lock is free, other managers may still be waiting behind us.
   local others = wait == 'wo' or wait == 'wor'
   if others or wait == 'wr' or marked then
-    token = take(lock, owner, lease, next_token(fence), '#w', '1', '#m', meta_of(label, request))
+    token = take(lock, owner, lease, next_token(fence), '#w', '1', '#m', meta_of(about))
   else
-    token = take(lock, owner, lease, next_token(fence), '#m', meta_of(label, request))
+    token = take(lock, owner, lease, next_token(fence), '#m', meta_of(about))
   end
   if others then
     redis.call('ZADD', waiters, 'NX', int(now_us()), manager_of(owner))

@@ -61,10 +61,10 @@ local function retire_block(fence, token)
   end
 end
 
--- What `inspect.lua` shows of a hold or a wait: when it began (server µs), the label of its
--- manager's process and the request it serves, tab-separated ('' for what the caller did not send).
-local function meta_of(label, request)
-  return int(now_us()) .. '\t' .. (label or '') .. '\t' .. (request or '')
+-- What `inspect.lua` shows of a hold or a wait: when it began (server µs), then what its caller
+-- sent in one argument (`about`): a tab, its manager's process label, a tab, the request it serves.
+local function meta_of(about)
+  return int(now_us()) .. (about or '\t\t')
 end
 
 -- The meta of a hold granted now to a wait whose meta is `wait` (false: the wait recorded none).
@@ -255,7 +255,8 @@ local function owner_of(waiter)
 end
 
 -- Put `waiter` in the queue `q` (once) with its heartbeat key `heartbeat` alive for `eviction` ms
--- (a decimal string), its value the wait's `meta` (`meta_of`). `queued`: an earlier attempt of this wait joined already; if its heartbeat
+-- (a decimal string), its value the wait's `meta` (`meta_of`). `queued`: an earlier attempt of
+-- this wait joined already; if its heartbeat
 -- ran out meanwhile (its process was frozen or slow), it is still queued unless a grant found it
 -- dead and dropped it. The queue outlives its waiters' heartbeat keys, never a queue of dead
 -- waiters for ever.

@@ -57,7 +57,7 @@ impl RedisBackend {
             None => call.arg(""),
         };
         call.arg(plain.map_or("", |(_, value)| &**value));
-        call.arg(req.label).arg(req.request.unwrap_or(""));
+        call.arg(req.about());
         call
     }
 

@@ -6,8 +6,8 @@
 -- ARGV: owner, lease ms, will wait ('1'/'0'), already queued ('1'/'0'), eviction ms (heartbeat
 --       deadline and claim lease), inbox channel prefix, this request's waiter ('<owner>|<n>'),
 --       [the token of the owner's hold of the lock (absent: its manager knows of none), [the
---       lock's value, when that hold is a plain one ('' when none)], the label of the manager's
---       process, the request the hold serves]
+--       lock's value, when that hold is a plain one ('' when none)], what `inspect` shows of the
+--       hold or the wait: a tab, the label of the manager's process, a tab, the request it serves]
 -- Returns the fencing token (> 0) when acquired; when busy, -1 - the lock's remaining lease in ms
 -- (-1: try again at once, as when the lock is free with waiters left beyond a grant's bound);
 -- when the lock is held or waited for in another family of modes (they are not mixed on one
@@ -15,7 +15,7 @@
 local lock, owner, lease = KEYS[1], ARGV[1], ARGV[2]
 local will_wait, queued = ARGV[3] == '1', ARGV[4] == '1'
 local eviction, prefix, waiter = ARGV[5], ARGV[6], ARGV[7]
-local label, request = ARGV[10], ARGV[11]
+local about = ARGV[10]
 local q, heartbeat = KEYS[2] or lock .. ':ql', KEYS[3] or lock .. ':hb:' .. waiter
 local fence, waiters = KEYS[4] or lock .. ':f', KEYS[5] or lock .. ':w'
 
@@ -25,7 +25,7 @@ if redis.call('EXISTS', lock, q, waiters) == 0 then
   if queued then
     redis.call('DEL', heartbeat)
   end
-  return take(lock, owner, lease, next_token(fence), '#f', '1', '#m', meta_of(label, request))
+  return take(lock, owner, lease, next_token(fence), '#f', '1', '#m', meta_of(about))
 end
 local holds, token, marked, fair, shared, holder, plain = lock_state(lock, owner)
 -- a grant to a wait of the owner (taken up or not): that wait's, whatever this request holds
@@ -95,14 +95,14 @@ if not token then
     if head then
       -- waiters may remain behind us: our release looks at the queue
       redis.call('LPOP', q)
-      return take(lock, owner, lease, next_token(fence), '#f', '1', '#w', '1', '#m', meta_of(label, request))
+      return take(lock, owner, lease, next_token(fence), '#f', '1', '#w', '1', '#m', meta_of(about))
     end
-    return take(lock, owner, lease, next_token(fence), '#f', '1', '#m', meta_of(label, request))
+    return take(lock, owner, lease, next_token(fence), '#f', '1', '#m', meta_of(about))
   end
 end
 
 if will_wait then
-  join_queue(q, heartbeat, waiter, eviction, queued, meta_of(label, request))
+  join_queue(q, heartbeat, waiter, eviction, queued, meta_of(about))
   -- the holder's release must look at the queue (a free lock has none: its taker marks it; a
   -- mark made here would make it a hash without an expiry)
   if token and not marked then

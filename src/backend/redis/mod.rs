@@ -212,7 +212,7 @@ impl RedisBackend {
             Some(held) => call.arg(held),
             None => call.arg(""),
         };
-        call.arg(req.label).arg(req.request.unwrap_or(""));
+        call.arg(req.about());
         let answer = self
             .invoke_within(slot_hint(req.id), &call, LATE_REPLY)
             .await?;

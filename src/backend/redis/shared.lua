@@ -55,7 +55,8 @@ local function has_room(lock, holders, family, kind)
 end
 
 -- Make `owner` a holder of kind `kind` of the `family` lock for `ms` ms (a decimal string) from
--- `now`, under a new fencing token, with `meta` for `inspect.lua` (`meta_of`). The lock's keys live at least as long as the hold.
+-- `now`, under a new fencing token, with `meta` for `inspect.lua` (`meta_of`). The lock's keys
+-- live at least as long as the hold.
 local function take_shared(lock, holders, fence, family, owner, kind, now, ms, meta)
   local token = reserve_token(fence)
   redis.call('HSET', lock, '#s', family, owner, '1', '#t:' .. owner, int(token), '#m:' .. owner, meta)

@@ -36,7 +36,7 @@ impl RedisBackend {
             Some(held) => call.arg(held),
             None => call.arg(""),
         };
-        call.arg(req.label).arg(req.request.unwrap_or(""));
+        call.arg(req.about());
         let answer = self
             .invoke_within(slot_hint(req.id), &call, super::LATE_REPLY)
             .await?;

@@ -5,8 +5,9 @@
 --       deadline and claim lease), inbox channel prefix, this request's waiter
 --       ('<owner>|<n>|<kind>', or the owner when the request does not wait), family ('rw', or
 --       's' and the number of permits), kind ('r' read, 'w' write, 'n' permit), [the token of
---       the owner's hold of the lock (absent or '': its manager knows of none), the label of the
---       manager's process, the request the hold serves]
+--       the owner's hold of the lock (absent or '': its manager knows of none), what `inspect`
+--       shows of the hold or the wait: a tab, the label of the manager's process, a tab, the
+--       request it serves]
 -- Returns the fencing token (> 0) when acquired; when busy, -1 - the time in ms until the first
 -- holder's lease runs out (-1: try again at once, as when a grant stopped at its bound); when
 -- the lock is held or waited for in another family of modes (or as a semaphore of another size),
@@ -16,7 +17,7 @@ local lock, holders, q, heartbeat, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], K
 local owner, lease = ARGV[1], ARGV[2]
 local will_wait, queued = ARGV[3] == '1', ARGV[4] == '1'
 local eviction, prefix, waiter, family, kind = ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
-local label, request = ARGV[11], ARGV[12]
+local about = ARGV[11]
 
 local other, plain = hash_fields(lock, '#s', '#t', '#f')
 if not other then
@@ -91,11 +92,11 @@ if (not head or head == waiter) and has_room(lock, holders, family, kind) then
     redis.call('LPOP', q)
     redis.call('DEL', heartbeat)
   end
-  return take_shared(lock, holders, fence, family, owner, kind, now, lease, meta_of(label, request))
+  return take_shared(lock, holders, fence, family, owner, kind, now, lease, meta_of(about))
 end
 
 if will_wait then
-  join_queue(q, heartbeat, waiter, eviction, queued, meta_of(label, request))
+  join_queue(q, heartbeat, waiter, eviction, queued, meta_of(about))
   -- while anyone waits, the hash names the family, so that other families see the lock taken
   redis.call('HSET', lock, '#s', family)
   live_at_least(lock, tonumber(eviction))

@@ -80,16 +80,15 @@ impl PlainHolds {
         }
     }
 
-    /// The value of a new plain hold of `owner` (`fair`: taken in fair mode) made for `meta`:
-    /// the label of this process and the request the hold serves (see `meta_of` in `common.lua`).
-    pub(crate) fn value(&self, owner: &OwnerId, fair: bool, meta: (&str, &str)) -> Arc<str> {
+    /// The value of a new plain hold of `owner` (`fair`: taken in fair mode), with `about`: what
+    /// lock states show of it besides its start (see `meta_of` in `common.lua`).
+    pub(crate) fn value(&self, owner: &OwnerId, fair: bool, about: &str) -> Arc<str> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let mark = if fair { "!" } else { "" };
         let id = crate::ids::marked(mark, owner, '|', n);
         let began = self.server_now_us().to_string();
-        let (label, request) = meta;
-        let mut value = String::with_capacity(id.len() + 24 + label.len() + request.len());
-        for part in [&*id, "\t", &began, "\t", label, "\t", request] {
+        let mut value = String::with_capacity(id.len() + 1 + began.len() + about.len());
+        for part in [&*id, "\t", &began, about] {
             value.push_str(part);
         }
         Arc::from(value)
@@ -151,7 +150,7 @@ mod tests {
             token,
             clock: token,
             taken: Instant::now(),
-            value: holds.value(&owner, true, ("host:1", "GET /a")),
+            value: holds.value(&owner, true, "\thost:1\tGET /a"),
         };
         let (lost, taken_again) = (hold(10), hold(20));
         assert_ne!(lost.value, taken_again.value, "each value names one hold");

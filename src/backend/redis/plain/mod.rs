@@ -163,8 +163,7 @@ impl RedisBackend {
         req: &AcquireRequest<'_>,
     ) -> Result<Option<Attempt>, BoxError> {
         let hint = slot_hint(req.id);
-        let meta = (req.label, req.request.unwrap_or(""));
-        let value = self.plain.value(req.owner, req.mode == Mode::Fair, meta);
+        let value = self.plain.value(req.owner, req.mode == Mode::Fair, &req.about());
         let take = Take::commands(req, &value);
         let values: Vec<Value> = self.invoke_within(hint, &take, LATE_REPLY).await?;
         let Some(answer) = answer(values)? else {
