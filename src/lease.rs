@@ -1,6 +1,6 @@
-//! The lost-lease signal: a lease's deadline, moved on by each renewal, and the one-way switch that
-//! fires when the lease is known lost or the deadline passed. It imports nothing of the crate: the
-//! watchdog moves the deadline, and guards read it.
+//! The lost-lease signal: a lease's deadline, moved on by each renewal up to the hold's ceiling (if
+//! it has one), and the one-way switch that fires when the lease is known lost or the deadline
+//! passed. It imports nothing of the crate: the watchdog moves the deadline, and guards read it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,22 +18,67 @@ pub(crate) struct LostSignal {
     key: Arc<str>,
     lost: AtomicBool,
     notify: Notify,
-    /// The lease is known valid until here (`None`: it does not run out by time).
-    valid_until: Mutex<Option<Instant>>,
+    /// How long the lease is known valid, and the ceiling past which no renewal moves it.
+    validity: Mutex<Validity>,
     /// The latest moment after which the server is known to have held the lease: the start of
     /// the last call it answered with the hold (the acquisition, or a renewal that found it).
     proven: Mutex<Option<Instant>>,
 }
 
+/// How long a lease is known valid.
+#[derive(Debug, Clone, Copy)]
+struct Validity {
+    /// The lease is known valid until here (`None`: it does not run out by time).
+    until: Option<Instant>,
+    /// The hold ends here at the latest, however it is renewed (`None`: no ceiling).
+    ceiling: Option<Instant>,
+}
+
+impl Validity {
+    /// Lower the ceiling to `ceiling` (a later one leaves it), and the deadline with it.
+    fn cap(&mut self, ceiling: Instant) {
+        let ceiling = self.ceiling.map_or(ceiling, |c| c.min(ceiling));
+        self.ceiling = Some(ceiling);
+        self.until = Some(self.until.map_or(ceiling, |until| until.min(ceiling)));
+    }
+}
+
 impl LostSignal {
     pub(crate) fn new(key: Arc<str>, valid_until: Option<Instant>) -> Self {
+        let validity = Validity {
+            until: valid_until,
+            ceiling: None,
+        };
         LostSignal {
             key,
             lost: AtomicBool::new(false),
             notify: Notify::new(),
-            valid_until: Mutex::new(valid_until),
+            validity: Mutex::new(validity),
             proven: Mutex::new(None),
         }
+    }
+
+    /// This signal, with a ceiling at `ceiling` (if any): no renewal makes the lease valid past
+    /// it, so the signal fires there at the latest.
+    pub(crate) fn capped(self, ceiling: Option<Instant>) -> Self {
+        if let Some(ceiling) = ceiling {
+            self.validity().cap(ceiling);
+        }
+        self
+    }
+
+    /// Lower the ceiling to `ceiling` (a re-entry asked for an earlier one); the signal fires
+    /// there at the latest. A ceiling already past fires it.
+    pub(crate) fn cap(&self, ceiling: Instant) {
+        self.validity().cap(ceiling);
+        // a waiter sleeps until the deadline it read: wake it to read the new one
+        self.notify.notify_waiters();
+        self.is_lost();
+    }
+
+    /// The ceiling of the hold, if it has one (see [`LostSignal::capped`]).
+    pub(crate) fn ceiling(&self) -> Option<Instant> {
+        self.validity().ceiling
     }
 
     /// The server answered a call begun at `at` with the hold: it held the lease after `at`.
@@ -58,20 +103,21 @@ impl LostSignal {
         self.notify.notify_waiters();
     }
 
-    fn valid_until(&self) -> MutexGuard<'_, Option<Instant>> {
-        self.valid_until.lock().unwrap_or_else(|p| p.into_inner())
+    fn validity(&self) -> MutexGuard<'_, Validity> {
+        self.validity.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A renewal made the lease valid until `until`. False when it came too late: the lease had
-    /// already run out (or was lost), and stays lost.
+    /// A renewal made the lease valid until `until` (the ceiling, if earlier). False when it
+    /// came too late: the lease had already run out (or was lost), and stays lost.
     pub(crate) fn extend(&self, until: Instant) -> bool {
-        let mut valid_until = self.valid_until();
-        if self.is_lost_at(*valid_until, Instant::now()) {
-            drop(valid_until);
+        let mut validity = self.validity();
+        if self.is_lost_at(validity.until, Instant::now()) {
+            drop(validity);
             self.fire();
             return false;
         }
-        if let Some(deadline) = valid_until.as_mut() {
+        let until = validity.ceiling.map_or(until, |ceiling| until.min(ceiling));
+        if let Some(deadline) = validity.until.as_mut() {
             *deadline = (*deadline).max(until);
         }
         true
@@ -82,7 +128,7 @@ impl LostSignal {
     }
 
     pub(crate) fn is_lost(&self) -> bool {
-        let lost = self.is_lost_at(*self.valid_until(), Instant::now());
+        let lost = self.is_lost_at(self.validity().until, Instant::now());
         if lost {
             // latch it: a deadline that passed stays passed
             self.lost.store(true, Ordering::SeqCst);
@@ -99,7 +145,7 @@ impl LostSignal {
             if self.is_lost() {
                 return;
             }
-            let valid_until = *self.valid_until();
+            let valid_until = self.validity().until;
             match valid_until {
                 // at the deadline, look again: a renewal may have moved it
                 Some(deadline) => {
@@ -111,5 +157,37 @@ impl LostSignal {
                 None => notified.await,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn no_renewal_moves_the_deadline_past_the_ceiling() {
+        let now = Instant::now();
+        let ceiling = now + Duration::from_secs(10);
+        let lost = LostSignal::new(Arc::from("k"), Some(now + Duration::from_secs(1)));
+        let lost = lost.capped(Some(ceiling));
+        assert!(lost.extend(now + Duration::from_secs(60)));
+        assert_eq!(lost.validity().until, Some(ceiling));
+        // a later ceiling leaves it; an earlier one lowers it, and the deadline with it
+        lost.cap(now + Duration::from_secs(20));
+        assert_eq!(lost.ceiling(), Some(ceiling));
+        lost.cap(now + Duration::from_secs(5));
+        assert_eq!(lost.validity().until, Some(now + Duration::from_secs(5)));
+        assert!(!lost.is_lost());
+        // a ceiling already past loses the lease at once
+        lost.cap(now);
+        assert!(lost.is_lost());
+    }
+
+    #[test]
+    fn a_ceiling_bounds_a_lease_that_does_not_run_out_by_time() {
+        let at = Instant::now() + Duration::from_secs(3);
+        let lost = LostSignal::new(Arc::from("k"), None).capped(Some(at));
+        assert_eq!(lost.validity().until, Some(at));
     }
 }

@@ -90,6 +90,7 @@ pub struct LockOptions {
     wait_timeout: Option<Duration>,
     lease: Lease,
     cohort_order: bool,
+    max_hold: Option<Duration>,
 }
 
 impl LockOptions {
@@ -158,6 +159,53 @@ impl LockOptions {
     pub fn watchdog_lease(mut self) -> Self {
         self.lease = Lease::Watchdog;
         self
+    }
+
+    /// End the hold `max_hold` after it began, however long the watchdog could keep it: a ceiling
+    /// for a holder that hangs.
+    ///
+    /// A watchdog lease is renewed for as long as its process lives, so a handler stuck on a
+    /// dead connection would keep its lock forever. With a ceiling, the guard's `lost()` fires at
+    /// `max_hold` (counted from the start of the acquisition that took the lock), the watchdog no
+    /// longer renews it past that, and the server frees the lock at the same moment (plus the
+    /// margin for a server clock running fast): each renewal is cut to end at the ceiling, and a
+    /// `max_hold` shorter than the lease shortens the lease itself. A layer handles the loss as
+    /// any lost lease (see [`OnLeaseLost`](crate::OnLeaseLost)).
+    ///
+    /// A fixed [`lease`](Self::lease) longer than `max_hold` is cut to it. A re-entry does not
+    /// restart the ceiling: the owner's hold ends at the earliest ceiling its acquisitions asked
+    /// for, each counted from the owner's first hold (a re-entry into a hold its owner shares
+    /// with other requests of its process, through a cohort or a read group, counts its own from
+    /// the re-entry, and only its guard is lost then). A request with a ceiling takes the lock in
+    /// the backend itself, never handed on in memory by a cohort or a read group (their hold is
+    /// shared by requests one after another, and a ceiling is one request's).
+    ///
+    /// Zero is refused when the lock is asked for ([`crate::LockError::Unsupported`]): it would
+    /// lock nothing. `Duration::MAX` means no ceiling in practice (it saturates a century ahead).
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.max_hold = Some(max_hold);
+        self
+    }
+
+    /// No ceiling on the hold (the default): the watchdog keeps it until it is released.
+    pub fn no_max_hold(mut self) -> Self {
+        self.max_hold = None;
+        self
+    }
+
+    /// The ceiling of the hold (see [`max_hold`](Self::max_hold)); `None`: none.
+    pub fn max_hold_value(&self) -> Option<Duration> {
+        self.max_hold
+    }
+
+    /// The lease a hold with these options asks for: the manager's `watchdog` lease, or the fixed
+    /// one, cut to the ceiling when there is one.
+    pub(crate) fn held_lease(&self, watchdog: Duration) -> Duration {
+        let lease = match self.lease {
+            Lease::Watchdog => watchdog,
+            Lease::Fixed(lease) => lease,
+        };
+        self.max_hold.map_or(lease, |max_hold| lease.min(max_hold))
     }
 
     /// Let a fair request be handed the lock in memory by another request of its process, ahead

@@ -73,6 +73,12 @@ impl<K> LockLayer<K> {
         self.with_options(RequestOptions::watchdog_lease)
     }
 
+    /// End each hold `max_hold` after it began, however long the watchdog could keep it: see
+    /// [`RequestOptions::max_hold`].
+    pub fn max_hold(self, max_hold: Duration) -> Self {
+        self.with_options(|options| options.max_hold(max_hold))
+    }
+
     /// What to do when a lease is lost while the handler runs: see
     /// [`RequestOptions::on_lease_lost`].
     pub fn on_lease_lost(self, on_lease_lost: OnLeaseLost) -> Self {

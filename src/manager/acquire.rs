@@ -22,6 +22,7 @@ use crate::lease::LostSignal;
 use crate::options::{Lease, Mode};
 use crate::saturating::{deadline, later};
 use crate::waiters::LockId;
+use crate::watchdog::HoldStart;
 
 /// Retry after this long when the backend could not say how long the holder keeps the lock.
 const UNKNOWN_TTL_RETRY: Duration = Duration::from_millis(50);
@@ -135,6 +136,8 @@ struct Acquisition<'a> {
     lease: Duration,
     /// Kept by the watchdog (else a fixed lease).
     watched: bool,
+    /// The hold's ceiling (a fixed lease is cut to it already).
+    max_hold: Option<Duration>,
     started: Instant,
     deadline: Option<Instant>,
     /// The request's place among the local waiters, when it may wait.
@@ -155,18 +158,16 @@ struct Acquisition<'a> {
 impl<'a> Acquisition<'a> {
     fn new(shared: &'a Arc<Shared>, req: Request<'a>, mode: Mode, started: Instant) -> Self {
         let (key, owner, opts) = (req.key, req.owner, req.opts);
-        let (lease, watched) = match opts.lease_value() {
-            Lease::Watchdog => (shared.lease, true),
-            Lease::Fixed(lease) => (lease, false),
-        };
+        let watched = opts.lease_value() == Lease::Watchdog;
         Acquisition {
             shared,
             key,
             id: req.id.clone(),
             owner,
             mode,
-            lease,
+            lease: opts.held_lease(shared.lease),
             watched,
+            max_hold: opts.max_hold_value(),
             started,
             deadline: (opts.wait_timeout_value()).and_then(|t| deadline(started, t)),
             ticket: None,
@@ -336,7 +337,13 @@ impl<'a> Acquisition<'a> {
         let valid_until = later(since, valid_for);
         let key: Arc<str> = Arc::from(self.key);
         let lost = if self.watched {
-            (self.shared.leases).hold(&key, &self.id, self.owner, token, valid_until)
+            let start = HoldStart {
+                token,
+                since,
+                valid_until,
+                max_hold: self.max_hold,
+            };
+            (self.shared.leases).hold(&key, &self.id, self.owner, start)
         } else {
             Arc::new(LostSignal::new(key.clone(), Some(valid_until)))
         };

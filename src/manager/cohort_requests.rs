@@ -22,14 +22,16 @@ use crate::waiters::LockId;
 
 impl Shared {
     /// Whether a request with `opts` goes through a cohort: an exclusive or fair one (fair ones
-    /// keep FIFO order unless they opted in to cohort order), kept by the watchdog (a fixed lease
-    /// counts from the request's own acquisition), on a single Redis server or cluster (in
+    /// keep FIFO order unless they opted in to cohort order), kept by the watchdog with no
+    /// ceiling (a fixed lease or a ceiling counts from the request's own hold, and a cohort's
+    /// hold is shared by requests in turn), on a single Redis server or cluster (in
     /// memory a hand-off costs no round trip anyway; a quorum's holds are per master), with
     /// cohorting on (a bound above zero).
     pub(super) fn cohorted(&self, opts: &LockOptions) -> bool {
         self.cohorts.bound > 0
             && matches!(opts.mode_value(), Mode::Exclusive | Mode::Fair)
             && opts.lease_value() == Lease::Watchdog
+            && opts.max_hold_value().is_none()
             && self.backend_has_cohorts()
     }
 
@@ -59,17 +61,17 @@ impl Shared {
     }
 
     /// The guard of a re-entry into `hold` (a cohort's or a read group's) under `token`. With a
-    /// fixed lease it reports itself lost at the end of that lease, or when the shared hold's
-    /// lease is lost if that comes first.
+    /// fixed lease or a ceiling it reports itself lost at the end of that lease or ceiling,
+    /// counted from the re-entry, or when the shared hold's lease is lost if that comes first.
     pub(super) fn reentered_guard(
         self: &Arc<Self>,
         hold: Hold,
         token: u64,
         opts: &LockOptions,
     ) -> LockGuard {
-        let lost = match opts.lease_value() {
-            Lease::Watchdog => hold.lost.clone(),
-            Lease::Fixed(lease) => fixed_lease_signal(&hold, lease),
+        let lost = match (opts.lease_value(), opts.max_hold_value()) {
+            (Lease::Watchdog, None) => hold.lost.clone(),
+            _ => own_lease_signal(&hold, opts.held_lease(Duration::MAX)),
         };
         let info = LockInfo::new(hold.key.clone(), token, lost);
         self.cohort_guard(hold, info)
@@ -307,9 +309,9 @@ impl Shared {
 /// How long a request queued in a cohort waits past its deadline for its leader's verdict.
 pub(super) const VERDICT: Duration = Duration::from_millis(50);
 
-/// The lost signal of a re-entry with a fixed `lease` into the cohort's `hold`: lost when the
-/// lease ends, or when the cohort's is lost.
-fn fixed_lease_signal(hold: &Hold, lease: Duration) -> Arc<LostSignal> {
+/// The lost signal of a re-entry into the shared `hold` that keeps it for `lease` at most (a
+/// fixed lease, or a ceiling): lost when that ends, or when the shared hold's lease is lost.
+fn own_lease_signal(hold: &Hold, lease: Duration) -> Arc<LostSignal> {
     let own = Arc::new(LostSignal::new(
         hold.key.clone(),
         Some(saturating::later(Instant::now(), lease)),

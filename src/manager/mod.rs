@@ -252,15 +252,18 @@ impl LockManager {
         self.shared.backend.unsupported(Mode::Fair).is_none()
     }
 
-    /// Refuse options this manager's backend cannot serve (fair locks on a quorum).
+    /// Refuse options this manager's backend cannot serve (fair locks on a quorum), and a zero
+    /// ceiling (a hold that ends as it begins locks nothing).
     fn supports(&self, key: &str, opts: &LockOptions) -> Result<(), LockError> {
-        match self.shared.backend.unsupported(opts.mode_value()) {
-            Some(what) => Err(LockError::Unsupported {
-                key: key.to_owned(),
-                what: what.to_owned(),
-            }),
-            None => Ok(()),
-        }
+        let unsupported = match self.shared.backend.unsupported(opts.mode_value()) {
+            _ if opts.max_hold_value() == Some(Duration::ZERO) => ZERO_MAX_HOLD,
+            Some(what) => what,
+            None => return Ok(()),
+        };
+        Err(LockError::Unsupported {
+            key: key.to_owned(),
+            what: unsupported.to_owned(),
+        })
     }
 
     /// Leave cleanly: release every lock still held, leave every queue, finish the background
@@ -294,6 +297,9 @@ impl LockManager {
         self.shared.leases.len()
     }
 }
+
+/// Why a zero `max_hold` is refused.
+const ZERO_MAX_HOLD: &str = "a max_hold of zero would end the hold as it begins";
 
 pub(crate) fn new_manager_id() -> Arc<str> {
     Arc::from(uuid::Uuid::new_v4().simple().to_string())

@@ -18,13 +18,14 @@ use crate::saturating;
 
 impl Shared {
     /// Whether a request with `opts` goes through a read group: a read that opted in to cohort
-    /// order, kept by the watchdog, on a backend and manager that have cohorts (see
+    /// order, kept by the watchdog with no ceiling, on a backend and manager that have cohorts (see
     /// [`Self::cohorted`]).
     pub(super) fn read_grouped(&self, opts: &LockOptions) -> bool {
         self.read_groups.bound > 0
             && opts.mode_value() == Mode::Read
             && opts.cohort_order_value()
             && opts.lease_value() == Lease::Watchdog
+            && opts.max_hold_value().is_none()
             && self.backend_has_cohorts()
     }
 

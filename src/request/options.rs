@@ -140,7 +140,8 @@ impl RequestOptions {
         RequestOptions::default()
     }
 
-    /// Take the mode and the lease from `opts`, and its wait timeout if it sets one.
+    /// Take the mode, the lease and the ceiling (`max_hold`) from `opts`, and its wait timeout
+    /// if it sets one.
     ///
     /// A request never waits forever by accident: without a timeout in `opts` the default of
     /// 10 s stays; call [`wait_forever`](Self::wait_forever) to mean it. With
@@ -257,6 +258,19 @@ impl RequestOptions {
     /// Let the manager's watchdog keep the leases (the default).
     pub fn watchdog_lease(mut self) -> Self {
         self.lock = self.lock.watchdog_lease();
+        self
+    }
+
+    /// End each hold `max_hold` after it began, however long the watchdog could keep it (see
+    /// [`LockOptions::max_hold`]).
+    ///
+    /// A handler that hangs holding its lock then loses it at `max_hold`: the watchdog stops
+    /// renewing it, the server frees it, and the loss is handled as any lost lease, as
+    /// [`on_lease_lost`](Self::on_lease_lost) says (with [`OnLeaseLost::Abort`] the handler is
+    /// dropped and the request answered 503). A zero `max_hold` rejects every request (409,
+    /// logged at WARN): it would lock nothing.
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.lock = self.lock.max_hold(max_hold);
         self
     }
 

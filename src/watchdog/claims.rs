@@ -110,12 +110,22 @@ impl Claims {
     }
 }
 
-/// Extend fresh fair grants from their claim lease to their holders' leases, in batches per lease
-/// sent at once, and move their guards' deadlines with them. A grant found gone is lost; one whose
-/// extension failed is tried again at the next round (its guard's deadline is still the claim's
-/// end).
+/// Extend fresh fair grants from their claim lease to their holders' leases (cut to end at their
+/// ceilings), in batches per lease sent at once, and move their guards' deadlines with them. A
+/// grant found gone is lost; one whose extension failed is tried again at the next round (its
+/// guard's deadline is still the claim's end).
 pub(super) async fn extend_claims(backend: &Backend, claims: &Claims) {
+    let now = Instant::now();
     let mut fresh = claims.take_all();
+    // a grant is extended to its ceiling at most; one past it is not extended (it is lost there)
+    fresh.retain_mut(|(_, claim)| match claim.lost.ceiling() {
+        Some(ceiling) if ceiling <= now => false,
+        Some(ceiling) => {
+            claim.lease = claim.lease.min(ceiling.duration_since(now));
+            true
+        }
+        None => true,
+    });
     fresh.sort_by_key(|(_, claim)| claim.lease);
     let batches = (fresh.chunk_by(|a, b| a.1.lease == b.1.lease))
         .flat_map(|same_lease| same_lease.chunks(backend.renew_batch_size()))

@@ -1,5 +1,5 @@
-//! The leases the watchdog keeps, by (lock, owner): how many guards share each, its lost signal
-//! and deadline, and the token of its holds.
+//! The leases the watchdog keeps, by (lock, owner): how many guards share each, its lost signal,
+//! deadline and ceiling, and the token of its holds.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -21,6 +21,31 @@ struct Lease {
     /// The fencing token of the holds: a guard of an earlier hold of the same owner (lost, then
     /// the lock taken again) is not one of them.
     token: u64,
+    /// When the first of the holds began: every ceiling a hold asks for counts from here.
+    began: Instant,
+}
+
+/// How a hold the watchdog keeps begins: when, how long the server is known to keep it, and
+/// the ceiling it asks for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HoldStart {
+    /// The hold's fencing token.
+    pub(crate) token: u64,
+    /// The server made the hold after this moment (the start of the call that took it).
+    pub(crate) since: Instant,
+    /// The lease is known valid until here.
+    pub(crate) valid_until: Instant,
+    /// The hold's ceiling, counted from the start of the owner's first hold.
+    pub(crate) max_hold: Option<Duration>,
+}
+
+/// One lease for a renewal round: the lock, the token of its holds, and the lease to ask for
+/// (the manager's, cut to end at the hold's ceiling).
+#[derive(Debug, Clone)]
+pub(super) struct Renewal {
+    pub(super) lock: LockParty,
+    pub(super) token: u64,
+    pub(super) lease: Duration,
 }
 
 /// Every watchdog-kept lease of one manager, by (lock, owner).
@@ -34,21 +59,28 @@ impl Leases {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Start (or, on re-entry, join) keeping the lease of `owner` on `id` under `token`, known
-    /// valid until `valid_until`.
+    /// Start (or, on re-entry, join) keeping the lease of `owner` on `id` as `start` says. A
+    /// re-entry's ceiling counts from the first hold, and lowers the lease's if it is earlier.
     pub(crate) fn hold(
         &self,
         key: &Arc<str>,
         id: &LockId,
         owner: &OwnerId,
-        token: u64,
-        valid_until: Instant,
+        start: HoldStart,
     ) -> Arc<LostSignal> {
         let mut table = self.table();
-        let fresh = || Lease {
-            guards: 0,
-            lost: Arc::new(LostSignal::new(key.clone(), Some(valid_until))),
-            token,
+        let HoldStart {
+            token, valid_until, ..
+        } = start;
+        let ceiling = |began| start.max_hold.map(|max_hold| later(began, max_hold));
+        let fresh = || {
+            let lost = LostSignal::new(key.clone(), Some(valid_until));
+            Lease {
+                guards: 0,
+                lost: Arc::new(lost.capped(ceiling(start.since))),
+                token,
+                began: start.since,
+            }
         };
         let lease = table
             .entry((id.clone(), owner.clone()))
@@ -63,6 +95,8 @@ impl Leases {
             // the earlier guards stay lost, and are no longer counted; the holds go on under a
             // new signal.
             *lease = fresh();
+        } else if let Some(ceiling) = ceiling(lease.began) {
+            lease.lost.cap(ceiling);
         }
         lease.guards += 1;
         lease.lost.clone()
@@ -83,18 +117,27 @@ impl Leases {
         }
     }
 
-    /// Every lease, with the token of its holds.
-    pub(super) fn snapshot(&self) -> Vec<(LockParty, u64)> {
-        self.table()
-            .iter()
-            .map(|((id, owner), lease)| {
-                let lock = LockParty {
-                    id: id.clone(),
-                    owner: owner.as_arc().clone(),
-                };
-                (lock, lease.token)
-            })
-            .collect()
+    /// Every lease to renew in a round that starts now, each asking for `lease` or less: a
+    /// lease ends at its hold's ceiling. A lease whose ceiling has come is renewed no more: it is
+    /// lost, and no longer kept.
+    pub(super) fn snapshot(&self, lease: Duration) -> Vec<Renewal> {
+        let now = Instant::now();
+        let mut table = self.table();
+        table.retain(|_, kept| !reached_ceiling(&kept.lost, now));
+        let renewals = table.iter().map(|((id, owner), kept)| {
+            let lock = LockParty {
+                id: id.clone(),
+                owner: owner.as_arc().clone(),
+            };
+            let left = kept.lost.ceiling().map(|c| c.duration_since(now));
+            let lease = left.map_or(lease, |left| left.min(lease));
+            Renewal {
+                lock,
+                token: kept.token,
+                lease,
+            }
+        });
+        renewals.collect()
     }
 
     /// Number of leases kept (for tests and metrics).
@@ -118,6 +161,10 @@ impl Leases {
         let Some(entry) = table.get_mut(&key).filter(|entry| entry.token == token) else {
             return;
         };
+        if reached_ceiling(&entry.lost, Instant::now()) {
+            table.remove(&key);
+            return;
+        }
         let lost = judge(&entry.lost, outcome, later(started, lease));
         if !lost && outcome == Some(true) {
             entry.lost.prove(started);
@@ -128,6 +175,22 @@ impl Leases {
             table.remove(&key);
         }
     }
+}
+
+/// Whether the hold of `lost` has come to its ceiling at `now`: then it is lost (logged, named,
+/// and counted once, by whoever finds it first, as it leaves the table).
+fn reached_ceiling(lost: &LostSignal, now: Instant) -> bool {
+    if lost.ceiling().is_none_or(|ceiling| now < ceiling) {
+        return false;
+    }
+    let key = lost.key();
+    tracing::warn!(
+        key,
+        "lock lease lost: the hold reached its max_hold, no longer renewed"
+    );
+    telemetry::lease_lost("max_hold");
+    lost.fire();
+    true
 }
 
 /// Whether a renewal's `outcome` (renewed, gone, or no answer) loses the lease of `lost`, which

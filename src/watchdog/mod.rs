@@ -21,7 +21,7 @@ use crate::background::BackgroundQueue;
 use crate::waiters::WaitRegistry;
 use claims::extend_claims;
 pub(crate) use claims::Claims;
-pub(crate) use leases::Leases;
+pub(crate) use leases::{HoldStart, Leases};
 pub(crate) use queued::Queued;
 
 /// The watchdog's rounds, as the outage log names them.
@@ -205,36 +205,40 @@ async fn heartbeat_all(
     }
 }
 
-/// One renewal round: every lease, in batches sent concurrently.
+/// One renewal round: every lease, in batches sent concurrently (one batch asks for one lease:
+/// the leases cut to their holds' ceilings go in batches of their own).
 async fn renew_all(
     backend: Arc<Backend>,
     leases: Arc<Leases>,
     lease: Duration,
     outages: Arc<OutageLog>,
 ) {
-    let held = leases.snapshot();
+    let mut held = leases.snapshot(lease);
     if held.is_empty() {
         return;
     }
+    held.sort_by_key(|renewal| std::cmp::Reverse(renewal.lease));
     let started = Instant::now();
-    let batches = held.chunks(backend.renew_batch_size()).map(|batch| {
-        let backend = backend.clone();
-        let locks: Vec<LockParty> = batch.iter().map(|(lock, _)| lock.clone()).collect();
-        async move { (batch, backend.renew(&locks, lease).await) }
-    });
+    let batches = (held.chunk_by(|a, b| a.lease == b.lease))
+        .flat_map(|same_lease| same_lease.chunks(backend.renew_batch_size()))
+        .map(|batch| {
+            let backend = backend.clone();
+            let locks: Vec<LockParty> = batch.iter().map(|r| r.lock.clone()).collect();
+            async move { (batch, backend.renew(&locks, batch[0].lease).await) }
+        });
     for (batch, result) in join_all(batches).await {
         match result {
             Ok(renewed) => {
                 outages.answered(RENEWALS);
-                for ((lock, token), ok) in batch.iter().zip(renewed) {
-                    leases.record(lock, *token, Some(ok), started, lease);
+                for (r, ok) in batch.iter().zip(renewed) {
+                    leases.record(&r.lock, r.token, Some(ok), started, r.lease);
                 }
             }
             Err(err) => {
                 let err = format!("lease renewal failed for {} locks: {err}", batch.len());
                 outages.failed(RENEWALS, &err);
-                for (lock, token) in batch {
-                    leases.record(lock, *token, None, started, lease);
+                for r in batch {
+                    leases.record(&r.lock, r.token, None, started, r.lease);
                 }
             }
         }
