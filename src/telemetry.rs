@@ -7,6 +7,7 @@
 //! |---|---|---|---|
 //! | `tower_lock_wait_seconds` | histogram | `outcome`, `mode` | one acquisition, from its start to its outcome |
 //! | `tower_lock_holds` | gauge | | locks held by live guards of this process |
+//! | `tower_lock_oldest_wait_seconds` | gauge | `mode` | age of the oldest request of this process waiting in that mode |
 //! | `tower_lock_leases_lost_total` | counter | `cause` | leases the watchdog found lost |
 //! | `tower_lock_renewals_total` | counter | `result` | lease renewals, one per lease per round |
 //! | `tower_lock_inbox_reconnects_total` | counter | | pub/sub connections made again after a loss |
@@ -15,6 +16,10 @@
 use std::time::Duration;
 
 use crate::options::Mode;
+
+mod oldest_wait;
+
+pub(crate) use oldest_wait::{OldestWaitGauge, OldestWaits};
 
 /// How an acquisition ended, as the `outcome` label says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,10 +69,15 @@ pub(crate) fn describe() {
             Unit::Count,
             "Locks held by live guards of this process (each re-entry counts)."
         );
+        describe_gauge!(
+            "tower_lock_oldest_wait_seconds",
+            Unit::Seconds,
+            "Age of the oldest request of this process waiting for a lock in that mode (label mode), updated every 500 ms; 0 when none waits."
+        );
         describe_counter!(
             "tower_lock_leases_lost_total",
             Unit::Count,
-            "Leases the watchdog found lost (label cause: gone, expired, late, claim)."
+            "Leases the watchdog found lost (label cause: gone, expired, late, claim, max_hold)."
         );
         describe_counter!(
             "tower_lock_renewals_total",

@@ -8,11 +8,13 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio::sync::Notify;
 
 pub(crate) use crate::ids::LockId;
 use crate::ids::{numbered, IdMap, OwnerId};
+use crate::options::Mode;
 use crate::sync::{seeded, AtomicBool, AtomicU64, Defect, Mutex, MutexGuard};
 
 /// One waiting request.
@@ -33,6 +35,15 @@ pub(crate) struct Waiter {
     /// Set, and `left` notified, when the waiter leaves the registry.
     gone: AtomicBool,
     left: Notify,
+    /// What the request waits for, and since when (for the oldest-wait gauge).
+    wait: WaitStart,
+}
+
+/// The mode a request waits in, and when its acquisition began.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WaitStart {
+    pub(crate) mode: Mode,
+    pub(crate) since: Instant,
 }
 
 impl Waiter {
@@ -135,6 +146,7 @@ impl WaitRegistry {
         id: &LockId,
         owner: &OwnerId,
         kind: Option<char>,
+        wait: WaitStart,
     ) -> Result<Arc<Waiter>, Arc<Waiter>> {
         let mut map = self.lock();
         let queue = map.entry(id.clone()).or_default();
@@ -152,6 +164,7 @@ impl WaitRegistry {
             notify: Notify::new(),
             gone: AtomicBool::new(false),
             left: Notify::new(),
+            wait,
         });
         queue.push_back(waiter.clone());
         Ok(waiter)
@@ -281,6 +294,12 @@ impl WaitRegistry {
     pub(crate) fn len(&self) -> usize {
         self.lock().values().map(VecDeque::len).sum()
     }
+
+    /// What each waiting request waits for, and since when.
+    pub(crate) fn for_each_wait(&self, mut each: impl FnMut(WaitStart)) {
+        let map = self.lock();
+        map.values().flatten().for_each(|waiter| each(waiter.wait));
+    }
 }
 
 #[cfg(all(test, tower_lock_shuttle))]
@@ -290,12 +309,23 @@ mod schedules;
 mod tests {
     use super::*;
 
+    fn start() -> WaitStart {
+        WaitStart {
+            mode: Mode::Exclusive,
+            since: Instant::now(),
+        }
+    }
+
     #[tokio::test]
     async fn a_wake_goes_to_one_waiter_in_order_and_survives_a_cancel() {
         let reg = WaitRegistry::default();
         let id = LockId::new("k");
-        let a = reg.register(&id, &OwnerId::new("o1"), None).unwrap();
-        let b = reg.register(&id, &OwnerId::new("o2"), None).unwrap();
+        let a = reg
+            .register(&id, &OwnerId::new("o1"), None, start())
+            .unwrap();
+        let b = reg
+            .register(&id, &OwnerId::new("o2"), None, start())
+            .unwrap();
         assert!(reg.wake_one(&id));
         assert!(a.has_unused_wake());
         assert!(!b.has_unused_wake());
@@ -328,7 +358,9 @@ mod tests {
     fn a_lone_cancelled_waiter_passes_its_wake_on() {
         let reg = WaitRegistry::default();
         let id = LockId::new("k");
-        let a = reg.register(&id, &OwnerId::new("o"), None).unwrap();
+        let a = reg
+            .register(&id, &OwnerId::new("o"), None, start())
+            .unwrap();
         reg.wake_one(&id);
         assert_eq!(
             reg.leave(&id, &a, false),
@@ -344,8 +376,8 @@ mod tests {
         let reg = WaitRegistry::default();
         let id = LockId::new("k");
         let owner = OwnerId::new("o");
-        let first = reg.register(&id, &owner, None).unwrap();
-        let sibling = reg.register(&id, &owner, None).unwrap_err();
+        let first = reg.register(&id, &owner, None, start()).unwrap();
+        let sibling = reg.register(&id, &owner, None, start()).unwrap_err();
         assert_eq!(sibling.seq, first.seq);
         assert_eq!(reg.len(), 1);
         let departed = tokio::spawn(async move { sibling.departed().await });
@@ -353,6 +385,6 @@ mod tests {
         assert!(!departed.is_finished());
         reg.leave(&id, &first, true);
         departed.await.unwrap();
-        assert!(reg.register(&id, &owner, None).is_ok());
+        assert!(reg.register(&id, &owner, None, start()).is_ok());
     }
 }

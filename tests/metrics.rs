@@ -72,6 +72,8 @@ async fn every_metric_is_described_typed_and_labelled() {
     let unmatched = routes.oneshot(put("/health")).await.unwrap();
     assert_eq!(unmatched.status(), StatusCode::OK);
 
+    oldest_waits_show_per_mode(&m, &server, &exporter).await;
+
     // renewals go on; then the lock is deleted behind its holder, and the inbox is cut
     let scraped = || exporter.render();
     let renewed = || scraped().contains("tower_lock_renewals_total{result=\"renewed\"}");
@@ -112,6 +114,7 @@ async fn every_metric_is_described_typed_and_labelled() {
     for (name, kind) in [
         ("tower_lock_wait_seconds", "histogram"),
         ("tower_lock_holds", "gauge"),
+        ("tower_lock_oldest_wait_seconds", "gauge"),
         ("tower_lock_leases_lost_total", "counter"),
         ("tower_lock_renewals_total", "counter"),
         ("tower_lock_inbox_reconnects_total", "counter"),
@@ -138,4 +141,63 @@ async fn every_metric_is_described_typed_and_labelled() {
     has("tower_lock_unmatched_total 1");
     has("tower_lock_holds 0");
     has("tower_lock_waiters 0");
+}
+
+/// The oldest wait of each mode: an exclusive request waiting in its process's cohort (behind a
+/// hold of its own manager) and a fair one waiting in the lock's queue (behind another manager)
+/// show ages of at least the 300 ms they waited, and never more than the truth; once they hold,
+/// both modes fall back to 0.
+async fn oldest_waits_show_per_mode(
+    m: &LockManager,
+    server: &RedisServer,
+    exporter: &metrics_exporter_prometheus::PrometheusHandle,
+) {
+    let gauge = |mode: &str| -> Option<f64> {
+        let prefix = format!("tower_lock_oldest_wait_seconds{{mode=\"{mode}\"}} ");
+        let text = exporter.render();
+        text.lines()
+            .find_map(|line| line.strip_prefix(prefix.as_str())?.parse().ok())
+    };
+    let other = LockManager::redis(&server.url()).await.expect("manager");
+    let own = m.acquire("e", &LockOptions::exclusive()).await.unwrap();
+    let theirs = other.acquire("f", &LockOptions::fair()).await.unwrap();
+    let began = std::time::Instant::now();
+    let waits = {
+        let m = m.clone();
+        tokio::spawn(async move {
+            let (exclusive, fair) = (LockOptions::exclusive(), LockOptions::fair());
+            let (exclusive, fair) = tokio::join!(m.acquire("e", &exclusive), m.acquire("f", &fair));
+            (exclusive.unwrap(), fair.unwrap())
+        })
+    };
+    for mode in ["exclusive", "fair"] {
+        let waited = || gauge(mode).is_some_and(|age| age >= 0.3);
+        assert!(
+            eventually(Duration::from_secs(5), waited).await,
+            "{}",
+            exporter.render()
+        );
+        let age = gauge(mode).expect("shown");
+        assert!(age <= began.elapsed().as_secs_f64(), "{mode}: {age} s");
+    }
+    assert!(!waits.is_finished(), "both still wait");
+    own.release().await.unwrap();
+    theirs.release().await.unwrap();
+    let (exclusive, fair) = waits.await.expect("task");
+    exclusive.release().await.unwrap();
+    fair.release().await.unwrap();
+    for mode in ["exclusive", "fair"] {
+        let none = || gauge(mode) == Some(0.0);
+        assert!(
+            eventually(Duration::from_secs(5), none).await,
+            "{}",
+            exporter.render()
+        );
+    }
+    assert_eq!(
+        gauge("semaphore"),
+        None,
+        "a mode nobody waited in is absent"
+    );
+    other.shutdown().await.unwrap();
 }

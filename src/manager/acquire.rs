@@ -182,7 +182,8 @@ impl<'a> Acquisition<'a> {
     /// Take a place among the local waiters of the lock (after any request of the same owner).
     async fn join_waiters(&mut self) -> Result<(), LockError> {
         let (shared, id, owner) = (self.shared, &self.id, self.owner);
-        let ticket = WaitTicket::new(shared, id, owner, self.mode, self.deadline).await;
+        let ticket =
+            WaitTicket::new(shared, id, owner, (self.mode, self.started), self.deadline).await;
         self.ticket = Some(ticket.ok_or_else(|| self.timeout())?);
         Ok(())
     }

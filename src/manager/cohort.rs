@@ -33,6 +33,7 @@ mod answers;
 mod hand_off;
 mod loss;
 mod seat;
+mod waits;
 
 pub(crate) use answers::{Enter, Released, Turn};
 pub(crate) use hand_off::proven;
@@ -43,7 +44,7 @@ use super::live::{Hold, Through};
 use super::Shared;
 use crate::ids::{IdMap, OwnerId};
 use crate::sync::{Mutex, MutexGuard};
-use crate::waiters::LockId;
+use crate::waiters::{LockId, WaitStart};
 
 pub(crate) use crate::backend::TOKEN_BLOCK;
 
@@ -107,6 +108,8 @@ struct Waiting {
     /// The ticket of a request keeping FIFO order while it asks the backend whether it may wait
     /// here ([`Enter::Ask`]); `None` once it may.
     asking: Option<u64>,
+    /// Its mode, and when its acquisition began.
+    wait: WaitStart,
 }
 
 impl Cohorts {
@@ -123,13 +126,13 @@ impl Cohorts {
     }
 
     /// Enter the cohort of `id` as a request of `owner` (`wait`: it may wait for a turn; `fifo`:
-    /// it keeps FIFO order across processes).
+    /// it keeps FIFO order across processes; `start`: its mode, and when it began).
     pub(crate) fn enter(
         self: &Arc<Self>,
         id: &LockId,
         owner: &OwnerId,
-        wait: bool,
-        fifo: bool,
+        (wait, fifo): (bool, bool),
+        start: WaitStart,
     ) -> Enter {
         let mut guard = self.table();
         let table = &mut *guard;
@@ -163,10 +166,10 @@ impl Cohorts {
             return Enter::Lead(self.seat(id), None);
         }
         if !fifo {
-            return Enter::Queued(cohort.queue(owner, true, None));
+            return Enter::Queued(cohort.queue(owner, (true, None), start));
         }
         table.last_ticket += 1;
-        cohort.ask(owner, table.last_ticket)
+        cohort.ask(owner, table.last_ticket, start)
     }
 
     /// Let the request that asked under `ticket` wait in the cohort of `id`: nobody but its
@@ -348,8 +351,8 @@ impl Cohort {
     fn queue(
         &mut self,
         owner: &OwnerId,
-        bounded: bool,
-        asking: Option<u64>,
+        (bounded, asking): (bool, Option<u64>),
+        wait: WaitStart,
     ) -> oneshot::Receiver<Turn> {
         let (turn, next) = oneshot::channel();
         self.waiting.retain(|w| !w.turn.is_closed());
@@ -358,13 +361,14 @@ impl Cohort {
             turn,
             bounded,
             asking,
+            wait,
         });
         next
     }
 
     /// The entry of a request of `owner` keeping FIFO order, under `ticket`: it asks about the
     /// leader from its place in line ([`Enter::Ask`]), or waits for a leader to ask about.
-    fn ask(&mut self, owner: &OwnerId, ticket: u64) -> Enter {
+    fn ask(&mut self, owner: &OwnerId, ticket: u64, start: WaitStart) -> Enter {
         let (Some(_), Some(leader)) = (&self.holder, &self.leader) else {
             // made under the table's lock: the change it waits for cannot come before
             return Enter::AfterLeader(self.settled.clone().notified_owned());
@@ -372,7 +376,7 @@ impl Cohort {
         Enter::Ask {
             leader: leader.clone(),
             ticket,
-            turn: self.queue(owner, false, Some(ticket)),
+            turn: self.queue(owner, (false, Some(ticket)), start),
         }
     }
 

@@ -18,7 +18,7 @@ use crate::ids::OwnerId;
 use crate::lease::LostSignal;
 use crate::options::{Lease, LockOptions, Mode};
 use crate::saturating;
-use crate::waiters::LockId;
+use crate::waiters::{LockId, WaitStart};
 
 impl Shared {
     /// Whether a request with `opts` goes through a cohort: an exclusive or fair one (fair ones
@@ -90,7 +90,11 @@ impl Shared {
         // the wait is over: the lock stayed busy, or the backend is unreachable
         let timeout = || self.wait_over(key, started);
         loop {
-            let entered = match self.cohorts.enter(id, owner, wait, fifo) {
+            let start = WaitStart {
+                mode: opts.mode_value(),
+                since: started,
+            };
+            let entered = match self.cohorts.enter(id, owner, (wait, fifo), start) {
                 Enter::Ask {
                     leader,
                     ticket,

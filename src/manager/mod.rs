@@ -25,6 +25,7 @@ mod schedules;
 mod shutdown;
 mod ticket;
 mod turns;
+mod wait_ages;
 mod watchdog_task;
 
 use std::sync::atomic::AtomicU64;
@@ -45,6 +46,7 @@ use live::LiveHolds;
 use outage::Outage;
 use read_group::ReadGroups;
 use turns::Turns;
+use wait_ages::wait_age_report;
 use watchdog_task::WatchdogTask;
 
 use crate::backend::{Backend, InboxStop, Readiness, Wiring};
@@ -150,6 +152,8 @@ impl Shared {
         let leases = Arc::new(Leases::default());
         let queued = Arc::new(Queued::default());
         let claims = Arc::new(Claims::default());
+        let cohorts = Arc::new(Cohorts::new(timing.handoffs));
+        let read_groups = Arc::new(ReadGroups::new(timing.handoffs));
         crate::telemetry::describe();
         let (stop, stopped) = oneshot::channel();
         let watchdog = Watchdog {
@@ -163,6 +167,11 @@ impl Shared {
             recheck: wiring.reconnected.clone(),
             stopped,
             outages: wiring.outages.clone(),
+            wait_ages: wait_age_report(
+                wiring.waiters.clone(),
+                cohorts.clone(),
+                read_groups.clone(),
+            ),
         };
         Shared {
             ready: wiring.ready,
@@ -183,8 +192,8 @@ impl Shared {
             live: LiveHolds::default(),
             turns: Arc::default(),
             outage: Outage::new(wiring.outages.clone()),
-            cohorts: Arc::new(Cohorts::new(timing.handoffs)),
-            read_groups: Arc::new(ReadGroups::new(timing.handoffs)),
+            cohorts,
+            read_groups,
         }
     }
 

@@ -11,6 +11,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio::sync::oneshot;
 
@@ -61,7 +62,7 @@ struct Group {
     /// with the token it got (the leader's is the hold's, once taken).
     members: Vec<(OwnerId, u64)>,
     /// The reads waiting for the leader's hold.
-    waiting: Vec<(OwnerId, oneshot::Sender<ReadTurn>)>,
+    waiting: Vec<(OwnerId, Instant, oneshot::Sender<ReadTurn>)>,
 }
 
 /// What a read request entering its lock's read groups is to do.
@@ -107,16 +108,16 @@ impl ReadGroups {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Enter the read groups of `id` as a request of `owner` (`wait`: it may wait for a leader);
-    /// `connections`: the manager's count of connection troubles now; `may_confirm`: joining a
-    /// hold not proven recently asks for a confirmation ([`EnterRead::Confirm`]) instead of
-    /// sealing its group.
+    /// Enter the read groups of `id` as a request of `owner` (`wait`: it may wait for a leader;
+    /// `since`: when it began); `connections`: the manager's count of connection troubles now;
+    /// `may_confirm`: joining a hold not proven recently asks for a confirmation
+    /// ([`EnterRead::Confirm`]) instead of sealing its group.
     pub(crate) fn enter(
         self: &Arc<Self>,
         id: &LockId,
         owner: &OwnerId,
         (wait, may_confirm): (bool, bool),
-        connections: u64,
+        (connections, since): (u64, Instant),
     ) -> EnterRead {
         let mut table = self.table();
         if table.closed {
@@ -141,7 +142,7 @@ impl ReadGroups {
                     return EnterRead::Alone;
                 }
                 let (turn, next) = oneshot::channel();
-                group.waiting.push((owner.clone(), turn));
+                group.waiting.push((owner.clone(), since, turn));
                 return EnterRead::Queued(next);
             }
             if let Some(hold) = group.unproven(self.bound, connections) {
@@ -209,7 +210,20 @@ impl ReadGroups {
             .values()
             .flatten()
             .flat_map(|g| g.waiting.iter());
-        waiting.filter(|(_, turn)| !turn.is_closed()).count()
+        waiting.filter(|(_, _, turn)| !turn.is_closed()).count()
+    }
+
+    /// When each read waiting for a group's leader began.
+    pub(crate) fn for_each_wait(&self, mut each: impl FnMut(Instant)) {
+        let table = self.table();
+        let waiting = table
+            .locks
+            .values()
+            .flatten()
+            .flat_map(|g| g.waiting.iter());
+        waiting
+            .filter(|(_, _, turn)| !turn.is_closed())
+            .for_each(|(_, since, _)| each(*since));
     }
 
     /// The leader of group `number` took the hold: the waiting reads join, up to the bound; the
@@ -238,7 +252,7 @@ impl ReadGroups {
         // a grant that came by message may not prove the hold recent: the reads enter again, and
         // confirm it
         let unproven = group.unproven(self.bound, connections).is_some();
-        for (owner, turn) in std::mem::take(&mut group.waiting) {
+        for (owner, _, turn) in std::mem::take(&mut group.waiting) {
             let joined = (!unproven)
                 .then(|| group.join(&owner, self.bound, connections))
                 .flatten();
@@ -334,7 +348,7 @@ impl Group {
 
     /// The group ends: every read still waiting for it gets `turn`.
     fn end(self, turn: fn() -> ReadTurn) {
-        for (_, waiting) in self.waiting {
+        for (_, _, waiting) in self.waiting {
             let _ = waiting.send(turn());
         }
     }

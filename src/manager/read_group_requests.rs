@@ -42,9 +42,9 @@ impl Shared {
         let mut may_confirm = true;
         loop {
             let connections = self.waiters.wake_alls();
-            let entered = self
-                .read_groups
-                .enter(id, owner, (wait, may_confirm), connections);
+            let entered =
+                self.read_groups
+                    .enter(id, owner, (wait, may_confirm), (connections, started));
             let turn = match entered {
                 EnterRead::Lead(seat) => {
                     let opts = remaining(opts, deadline).ok_or_else(timeout)?;

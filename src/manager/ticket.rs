@@ -8,7 +8,7 @@ use super::Shared;
 use crate::backend::{shared_kind_of, LockParty};
 use crate::ids::OwnerId;
 use crate::options::Mode;
-use crate::waiters::{LockId, Waiter};
+use crate::waiters::{LockId, WaitStart, Waiter};
 
 /// A request's place among the local waiters of one lock, for as long as it waits.
 pub(super) struct WaitTicket {
@@ -25,19 +25,24 @@ pub(super) struct WaitTicket {
 }
 
 impl WaitTicket {
-    /// Join the local waiters of `id`. Another request of the same owner waiting for it goes
-    /// first: this one waits (at most until `deadline`) for that one to be done, then re-enters the
-    /// lock that one took, or waits afresh. A lock's queue and its grants know owners, so two
-    /// requests of one owner queued at once could take one grant for two holds.
+    /// Join the local waiters of `id`, as a request in `mode` that began `since`. Another
+    /// request of the same owner waiting for it goes first: this one waits (at most until
+    /// `deadline`) for that one to be done, then re-enters the lock that one took, or waits
+    /// afresh. A lock's queue and its grants know owners, so two requests of one owner queued at
+    /// once could take one grant for two holds.
     pub(super) async fn new(
         shared: &Arc<Shared>,
         id: &LockId,
         owner: &OwnerId,
-        mode: Mode,
+        (mode, since): (Mode, Instant),
         deadline: Option<Instant>,
     ) -> Option<Self> {
+        let wait = WaitStart { mode, since };
         loop {
-            match shared.waiters.register(id, owner, shared_kind_of(mode)) {
+            match shared
+                .waiters
+                .register(id, owner, shared_kind_of(mode), wait)
+            {
                 Ok(waiter) => {
                     if mode.is_queued() {
                         waiter.join_queue();

@@ -49,6 +49,17 @@ pub(crate) struct Watchdog {
     pub(crate) stopped: oneshot::Receiver<()>,
     /// Where a failed round is logged: at WARN only when it begins an outage.
     pub(crate) outages: Arc<OutageLog>,
+    /// Sets the manager's oldest-wait gauge: called at the slow tick, so no request pays for it.
+    pub(crate) wait_ages: WaitAges,
+}
+
+/// What sets a manager's oldest-wait gauge.
+pub(crate) struct WaitAges(pub(crate) Box<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for WaitAges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WaitAges")
+    }
 }
 
 impl Watchdog {
@@ -60,16 +71,17 @@ impl Watchdog {
         let (stop_background, background_stopped) = oneshot::channel();
         let mut background = tokio::spawn(background.run(background_stopped));
         let mut renew_tick = every(self.lease / 3);
-        // This tick does nothing but keep the runtime's timer driver due within HEARTBEAT. Tokio
-        // wakes its driver thread whenever a timer earlier than its next wake-up is registered; with
-        // the driver always due soon, the per-command timeouts (further ahead) never cost a wake-up.
+        // This tick keeps the runtime's timer driver due within HEARTBEAT. Tokio wakes its driver
+        // thread whenever a timer earlier than its next wake-up is registered; with the driver
+        // always due soon, the per-command timeouts (further ahead) never cost a wake-up. It also
+        // sets the oldest-wait gauge, which no request pays for.
         let mut driver_tick = every(HEARTBEAT);
         let mut beat_tick = every(self.eviction / 3);
         let (mut renewals, mut heartbeats, mut extensions) =
             (Round::default(), Round::default(), Round::default());
         loop {
             tokio::select! {
-                _ = driver_tick.tick() => {}
+                _ = driver_tick.tick() => (self.wait_ages.0)(),
                 _ = &mut background => return,
                 _ = &mut self.stopped => {
                     let _ = stop_background.send(());
