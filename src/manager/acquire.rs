@@ -139,6 +139,8 @@ struct Acquisition<'a> {
     /// The hold's ceiling (a fixed lease is cut to it already).
     max_hold: Option<Duration>,
     started: Instant,
+    /// When the request began, before any wait in its process's cohort or read group.
+    began: Instant,
     deadline: Option<Instant>,
     /// The request's place among the local waiters, when it may wait.
     ticket: Option<WaitTicket>,
@@ -169,6 +171,7 @@ impl<'a> Acquisition<'a> {
             watched,
             max_hold: opts.max_hold_value(),
             started,
+            began: req.began,
             deadline: (opts.wait_timeout_value()).and_then(|t| deadline(started, t)),
             ticket: None,
             busy_attempts: 0,
@@ -183,7 +186,7 @@ impl<'a> Acquisition<'a> {
     async fn join_waiters(&mut self) -> Result<(), LockError> {
         let (shared, id, owner) = (self.shared, &self.id, self.owner);
         let ticket =
-            WaitTicket::new(shared, id, owner, (self.mode, self.started), self.deadline).await;
+            WaitTicket::new(shared, id, owner, (self.mode, self.began), self.deadline).await;
         self.ticket = Some(ticket.ok_or_else(|| self.timeout())?);
         Ok(())
     }

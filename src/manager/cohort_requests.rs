@@ -92,7 +92,7 @@ impl Shared {
         loop {
             let start = WaitStart {
                 mode: opts.mode_value(),
-                since: started,
+                since: req.began,
             };
             let entered = match self.cohorts.enter(id, owner, (wait, fifo), start) {
                 Enter::Ask {

@@ -3,6 +3,7 @@
 //! itself.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use tracing::Instrument;
 
@@ -30,6 +31,8 @@ pub(super) struct Request<'a> {
     pub(super) wait: bool,
     /// Whether `owner` is a leader's id, made for this one hold (see `AcquireRequest`).
     pub(super) leader: bool,
+    /// When the acquisition began (its waits are counted from here in the oldest-wait gauge).
+    pub(super) began: Instant,
 }
 
 impl<'a> Request<'a> {
@@ -59,7 +62,7 @@ impl Shared {
         wait: bool,
     ) -> Result<Option<LockGuard>, LockError> {
         let record = AcquisitionRecord::start(key, opts.mode_value());
-        let acquiring = self.acquire_recorded(key, opts, owner, wait);
+        let acquiring = self.acquire_recorded(key, opts, owner, (wait, record.started()));
         let result = acquiring.instrument(record.span().clone()).await;
         record.finish(&result);
         result
@@ -70,7 +73,7 @@ impl Shared {
         key: &str,
         opts: &LockOptions,
         (owner, request): (&OwnerId, Option<&Arc<str>>),
-        wait: bool,
+        (wait, began): (bool, Instant),
     ) -> Result<Option<LockGuard>, LockError> {
         let lock_key = LockKey::new(key)?;
         let Some(_running) = self.closing.enter() else {
@@ -86,6 +89,7 @@ impl Shared {
             request,
             wait,
             leader: false,
+            began,
         };
         match opts.mode_value() {
             Mode::Exclusive | Mode::Fair => {

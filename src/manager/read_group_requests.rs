@@ -44,7 +44,7 @@ impl Shared {
             let connections = self.waiters.wake_alls();
             let entered =
                 self.read_groups
-                    .enter(id, owner, (wait, may_confirm), (connections, started));
+                    .enter(id, owner, (wait, may_confirm), (connections, req.began));
             let turn = match entered {
                 EnterRead::Lead(seat) => {
                     let opts = remaining(opts, deadline).ok_or_else(timeout)?;

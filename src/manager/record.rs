@@ -41,6 +41,11 @@ impl AcquisitionRecord {
         }
     }
 
+    /// When the acquisition began.
+    pub(crate) fn started(&self) -> Instant {
+        self.started
+    }
+
     /// The span the acquisition runs in.
     pub(crate) fn span(&self) -> &Span {
         &self.span
