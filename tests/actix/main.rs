@@ -10,3 +10,4 @@ mod web;
 mod fail_closed;
 mod http_server;
 mod lifetimes;
+mod max_hold;
