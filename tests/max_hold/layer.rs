@@ -102,3 +102,26 @@ async fn a_running_handler_learns_of_the_ceiling_and_the_lock_passes_on() {
     let answer = running.await.expect("task").expect("infallible");
     assert_eq!(answer.status(), StatusCode::OK);
 }
+
+/// A zero ceiling locks nothing: the layer refuses each request with 409, and never runs the
+/// handler unlocked.
+#[tokio::test]
+async fn a_zero_max_hold_is_refused_per_request() {
+    let m = tower_lock::LockManager::memory();
+    let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let service = ServiceBuilder::new()
+        .layer(LockLayer::new(m.clone(), key::path()).max_hold(Duration::ZERO))
+        .service_fn({
+            let ran = ran.clone();
+            move |_req: Request<String>| {
+                ran.store(true, std::sync::atomic::Ordering::SeqCst);
+                async { Ok::<_, Infallible>(Response::new(String::new())) }
+            }
+        });
+    let answer = service.oneshot(put("/zero")).await.expect("infallible");
+    assert_eq!(answer.status(), StatusCode::CONFLICT);
+    assert!(
+        !ran.load(std::sync::atomic::Ordering::SeqCst),
+        "never unlocked"
+    );
+}
