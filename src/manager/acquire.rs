@@ -64,7 +64,7 @@ impl Shared {
         let mut acquisition = Acquisition::new(self, req, mode, started);
         if req.wait {
             let stalls = self.waiters.stalls();
-            acquisition.join_waiters().await?;
+            acquisition.join_waiters(req.began).await?;
             // it waited for a request of the same owner, which the backend's stall ended
             acquisition.unless_stalled_since(stalls)?;
         }
@@ -139,8 +139,6 @@ struct Acquisition<'a> {
     /// The hold's ceiling (a fixed lease is cut to it already).
     max_hold: Option<Duration>,
     started: Instant,
-    /// When the request began, before any wait in its process's cohort or read group.
-    began: Instant,
     deadline: Option<Instant>,
     /// The request's place among the local waiters, when it may wait.
     ticket: Option<WaitTicket>,
@@ -171,7 +169,6 @@ impl<'a> Acquisition<'a> {
             watched,
             max_hold: opts.max_hold_value(),
             started,
-            began: req.began,
             deadline: (opts.wait_timeout_value()).and_then(|t| deadline(started, t)),
             ticket: None,
             busy_attempts: 0,
@@ -182,11 +179,11 @@ impl<'a> Acquisition<'a> {
         }
     }
 
-    /// Take a place among the local waiters of the lock (after any request of the same owner).
-    async fn join_waiters(&mut self) -> Result<(), LockError> {
+    /// Take a place among the local waiters of the lock (after any request of the same owner),
+    /// as a request that `began` then (the oldest-wait gauge counts from there).
+    async fn join_waiters(&mut self, began: Instant) -> Result<(), LockError> {
         let (shared, id, owner) = (self.shared, &self.id, self.owner);
-        let ticket =
-            WaitTicket::new(shared, id, owner, (self.mode, self.began), self.deadline).await;
+        let ticket = WaitTicket::new(shared, id, owner, (self.mode, began), self.deadline).await;
         self.ticket = Some(ticket.ok_or_else(|| self.timeout())?);
         Ok(())
     }
