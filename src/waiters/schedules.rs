@@ -64,7 +64,7 @@ impl World {
         let owner = OwnerId::new(format!("o{who}"));
         let waiter = self
             .waiters
-            .register(&id, &owner, None)
+            .register(&id, &owner, None, start())
             .expect("one request per owner");
         let mut busy = 0;
         let acquired = loop {
@@ -142,4 +142,12 @@ fn every_waiter_is_woken_under_every_schedule_explored() {
 fn a_wake_up_kept_by_a_leaving_waiter_is_found() {
     let failure = finds(Defect::WakeKept, scenario);
     assert!(failure.contains("deadlock"), "{failure}");
+}
+
+/// A wait begun now (what the oldest-wait gauge reads).
+fn start() -> super::WaitStart {
+    super::WaitStart {
+        mode: crate::options::Mode::Exclusive,
+        since: std::time::Instant::now(),
+    }
 }

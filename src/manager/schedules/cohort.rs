@@ -22,7 +22,7 @@ use crate::manager::{LockManager, Shared, Timing};
 use crate::options::Mode;
 use crate::schedules::{explore, finds};
 use crate::sync::{Defect, Mutex};
-use crate::waiters::LockId;
+use crate::waiters::{LockId, WaitStart};
 
 const REQUESTS: usize = 3;
 const ROUNDS: usize = 2;
@@ -51,6 +51,7 @@ impl World {
             lease: crate::manager::DEFAULT_LEASE,
             eviction: crate::manager::DEFAULT_FAIR_EVICTION,
             handoffs: 2,
+            label: std::sync::Arc::from("schedules"),
         });
         let owners = (0..REQUESTS).map(|n| OwnerId::new(format!("local:{n}")));
         World {
@@ -83,7 +84,11 @@ impl World {
         let owner = &self.owners[who];
         let fifo = who == FAIR;
         loop {
-            let entered = match self.shared.cohorts.enter(&self.id, owner, true, fifo) {
+            let entered = match self
+                .shared
+                .cohorts
+                .enter(&self.id, owner, (true, fifo), start())
+            {
                 Enter::Ask {
                     leader,
                     ticket,
@@ -344,4 +349,12 @@ fn a_hand_off_after_a_connection_dropped_is_found() {
 fn a_hand_off_that_also_releases_is_found() {
     let failure = finds(Defect::HandOffAndRelease, scenario);
     assert!(failure.contains("double holder"), "{failure}");
+}
+
+/// A local request's wait, begun now (what the oldest-wait gauge reads).
+fn start() -> WaitStart {
+    WaitStart {
+        mode: Mode::Exclusive,
+        since: Instant::now(),
+    }
 }

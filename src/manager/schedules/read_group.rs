@@ -44,6 +44,7 @@ impl World {
             lease: crate::manager::DEFAULT_LEASE,
             eviction: crate::manager::DEFAULT_FAIR_EVICTION,
             handoffs: 2,
+            label: std::sync::Arc::from("schedules"),
         });
         let owners = (0..READS).map(|n| OwnerId::new(format!("local:{n}")));
         World {
@@ -77,8 +78,12 @@ impl World {
             let connections = self.shared.waiters.wake_alls();
             let began = self.checks.tick();
             let entering = (true, may_confirm);
-            let turn = match (self.shared.read_groups).enter(&self.id, owner, entering, connections)
-            {
+            let turn = match (self.shared.read_groups).enter(
+                &self.id,
+                owner,
+                entering,
+                (connections, std::time::Instant::now()),
+            ) {
                 EnterRead::Lead(seat) => return self.lead(seat, owner).await,
                 EnterRead::Joined(hold, token) => {
                     let lost = self.checks.lost_before(&hold.owner, began);

@@ -163,7 +163,9 @@ impl RedisBackend {
         req: &AcquireRequest<'_>,
     ) -> Result<Option<Attempt>, BoxError> {
         let hint = slot_hint(req.id);
-        let value = self.plain.value(req.owner, req.mode == Mode::Fair, &req.about());
+        let value = self
+            .plain
+            .value(req.owner, req.mode == Mode::Fair, &req.about());
         let take = Take::commands(req, &value);
         let values: Vec<Value> = self.invoke_within(hint, &take, LATE_REPLY).await?;
         let Some(answer) = answer(values)? else {
