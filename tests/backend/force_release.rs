@@ -16,31 +16,7 @@ const TOKEN_BLOCK: u64 = 64;
 /// The short lease of the old holders: their watchdog renews every 200 ms.
 const SHORT_LEASE: Duration = Duration::from_millis(600);
 
-/// Each test on the memory backend, on its own redis-server and (feature `cluster`) on its own
-/// Redis Cluster.
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn memory() {
-                super::$name(crate::support::fixture::Fixture::memory()).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn redis() {
-                super::$name(crate::support::fixture::Fixture::redis()).await;
-            }
-
-            #[cfg(feature = "cluster")]
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn cluster() {
-                super::$name(crate::support::fixture::Fixture::cluster()).await;
-            }
-        }
-    )*};
-}
-
-on_every_backend!(
+crate::on_both_backends!(
     a_held_lock_goes_to_its_waiter_above_every_old_token,
     a_fair_queue_goes_on_in_order,
     every_read_hold_ends_and_the_write_waiter_gets_the_lock,

@@ -9,31 +9,7 @@ use crate::ceiling::{lost_at_ceiling, taken_over, timed, SHORT_LEASE};
 use crate::support::fixture::Fixture;
 use crate::support::GENEROUS;
 
-/// Each test on the memory backend, its own redis-server and (feature `cluster`) its own Redis
-/// Cluster.
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn memory() {
-                super::$name(crate::support::fixture::Fixture::memory()).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn redis() {
-                super::$name(crate::support::fixture::Fixture::redis()).await;
-            }
-
-            #[cfg(feature = "cluster")]
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn cluster() {
-                super::$name(crate::support::fixture::Fixture::cluster()).await;
-            }
-        }
-    )*};
-}
-
-on_every_backend!(
+crate::on_both_backends!(
     every_mode_ends_at_its_ceiling,
     a_ceiling_below_the_lease_cuts_the_lease,
     renewals_are_cut_to_the_ceiling,
