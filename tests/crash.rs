@@ -264,6 +264,7 @@ async fn dead_fair_waiter(fault: Fault) {
                 .status()
                 .expect("kill");
             assert!(stopped.success());
+            support::stopped::wait_until_stopped(child.id());
         }
     }
     if let Fault::FreezePastEviction = fault {
@@ -379,6 +380,7 @@ async fn a_resumed_waiter_does_not_take_its_reclaimed_grant() {
         .status()
         .unwrap()
         .success());
+    support::stopped::wait_until_stopped(child.id());
     // the grant goes to the frozen child; its claim runs out; then the lock comes to us
     holder.release().await.unwrap();
     let ours = tokio::time::timeout(EVICTION * 5, ours)

@@ -198,6 +198,7 @@ fn inject(
         }
         Kind::PauseClient => {
             signal(clients.pids[target], "STOP");
+            crate::support::stopped::wait_until_stopped(clients.pids[target]);
             sleep(LEASE + rng.between(Duration::from_millis(200), Duration::from_millis(1500)));
             signal(clients.pids[target], "CONT");
         }

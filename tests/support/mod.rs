@@ -20,6 +20,7 @@ mod resp;
 pub mod sentinel;
 mod spawn;
 pub mod stats;
+pub mod stopped;
 pub mod tls;
 mod wait;
 
@@ -174,6 +175,8 @@ impl RedisServer {
     /// answered). Panics if the server is not running.
     pub fn stop_process(&self) {
         self.signal("STOP");
+        let pid = lock(&self.child).as_ref().map(Child::id);
+        stopped::wait_until_stopped(pid.expect("support: the server stopped is running"));
     }
 
     /// Resumes a frozen server with SIGCONT. Panics if the server is not running.
