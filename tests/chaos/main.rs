@@ -10,22 +10,26 @@
 //! section writes its fencing token to PostgreSQL, which refuses a token lower than the stored
 //! one, and logs its start, end and lost signal. `check.rs` reads the logs at the end.
 //!
-//! `CHAOS_SECONDS` (default 40) sets each mode's duration, `CHAOS_SEED` replays a fault schedule,
-//! `CHAOS_MODES` (e.g. `fair,quorum`) runs only some modes, `DATABASE_URL` names the PostgreSQL
-//! server (default `postgres://postgres@127.0.0.1:5432/postgres`).
+//! The modes run at once, each in a process of its own (`apart.rs`). `CHAOS_SECONDS` (default 40)
+//! sets each mode's duration, `CHAOS_SEED` replays a fault schedule, `CHAOS_MODES` (e.g.
+//! `fair,quorum`) runs only some modes, `DATABASE_URL` names the PostgreSQL server (default
+//! `postgres://postgres@127.0.0.1:5432/postgres`).
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod apart;
 mod check;
 mod client;
 mod faults;
 mod flood;
+mod rng;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use rng::Rng;
 use support::proxy::Proxy;
 use support::{RedisServer, Reply};
 use tower_lock::{LockError, LockManager, LockOptions};
@@ -114,32 +118,6 @@ fn now_ns() -> u64 {
         .as_nanos() as u64
 }
 
-/// A small seeded generator (SplitMix64): the schedule replays from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    fn between(&mut self, low: Duration, high: Duration) -> Duration {
-        let span = (high - low).as_micros() as u64 + 1;
-        low + Duration::from_micros(self.next_u64() % span)
-    }
-}
-
 /// A manager as every process of the test builds it.
 async fn manager(mode: Mode, urls: &[String]) -> Result<LockManager, LockError> {
     let builder = LockManager::builder()
@@ -191,28 +169,37 @@ fn main() {
         .unwrap_or_else(|_| Mode::ALL.to_vec());
     println!("\nchaos seed: {seed} (replay with CHAOS_SEED={seed}), {seconds} s per mode");
     let began = Instant::now();
-    let mut failed = Vec::new();
-    for mode in modes {
-        // each mode's schedule depends only on the seed and the mode
-        let mode_seed = Rng::new(seed ^ (mode as u64 + 1) << 32).next_u64();
-        let problems = run(&runtime, mode, Duration::from_secs(seconds), mode_seed);
-        if problems.is_empty() {
-            println!("test chaos_{} ... ok", mode.name());
-        } else {
-            println!("test chaos_{} ... FAILED", mode.name());
-            for p in &problems {
-                println!("  {p}");
-            }
-            failed.push((mode, problems));
-        }
-    }
+    let failed = if modes.len() > 1 {
+        apart::run_each(&modes, seed, seconds)
+    } else {
+        (modes.into_iter())
+            .filter(|&mode| !run_checked(&runtime, mode, seconds, seed))
+            .map(Mode::name)
+            .collect()
+    };
     println!("chaos: {:.0?} in all, seed {seed}", began.elapsed());
     assert!(
         failed.is_empty(),
-        "chaos seed {seed}: {} mode(s) failed: {:?}",
+        "chaos seed {seed}: {} mode(s) failed: {failed:?}",
         failed.len(),
-        failed.iter().map(|f| f.0.name()).collect::<Vec<_>>()
     );
+}
+
+/// Runs `mode` for `seconds` with its schedule of `seed` and prints its verdict; true when it
+/// passed.
+fn run_checked(runtime: &tokio::runtime::Runtime, mode: Mode, seconds: u64, seed: u64) -> bool {
+    // each mode's schedule depends only on the seed and the mode
+    let mode_seed = Rng::new(seed ^ (mode as u64 + 1) << 32).next_u64();
+    let problems = run(runtime, mode, Duration::from_secs(seconds), mode_seed);
+    if problems.is_empty() {
+        println!("test chaos_{} ... ok", mode.name());
+        return true;
+    }
+    println!("test chaos_{} ... FAILED", mode.name());
+    for p in &problems {
+        println!("  {p}");
+    }
+    false
 }
 
 /// One mode's run: servers, proxies, clients, the fault schedule, then the checks. Returns the
