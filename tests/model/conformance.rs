@@ -36,8 +36,8 @@
 //!   unsubscribes.
 //! - heartbeat.lua's answer (0 gone, 1 queued behind a holder, 2 queued with the lock free) has
 //!   no counterpart in `fair.rs`: it is derived from the model's state.
-//! - Not covered: the plain path, shared locks and semaphores (not in the model yet), the
-//!   `'wo'` wait modes, a cluster's key layout, renewals and heartbeats of many locks per call.
+//! - Not covered: the plain path, the `'wo'` wait modes, a cluster's key layout, renewals and
+//!   heartbeats of many locks per call. Shared locks run in `shared/` by the same method.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -52,6 +52,7 @@ mod outcome;
 mod real;
 mod real_side;
 mod run;
+mod shared;
 mod tally;
 mod tokens;
 mod view;
@@ -78,14 +79,21 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     }
 }
 
-#[test]
-fn the_model_scripts_answer_as_the_real_ones() {
+/// A run's first seed, sequences and steps: the environment's, else the clock's and the
+/// defaults.
+fn run_bounds() -> (u64, u64, usize) {
     let clock = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     let seed = env_or("CONFORMANCE_SEED", clock.as_nanos() as u64);
     let cases = env_or("CONFORMANCE_CASES", CASES);
     let steps = env_or("CONFORMANCE_STEPS", STEPS);
+    (seed, cases, steps)
+}
+
+#[test]
+fn the_model_scripts_answer_as_the_real_ones() {
+    let (seed, cases, steps) = run_bounds();
     println!("conformance: seed {seed}, {cases} sequences of {steps} steps");
     let start = Instant::now();
     let mut real = Real::start();

@@ -192,6 +192,8 @@ impl SharedModel {
                 p.proven = true;
                 p.phase = SharedPhase::Idle;
             }
+            // (a process holds nothing while it waits: it never asks to upgrade a read)
+            SharedAnswer::Upgrade => s.procs[usize::from(c)].phase = SharedPhase::Idle,
             SharedAnswer::Busy { .. } => {
                 s.procs[usize::from(c)].phase = SharedPhase::Waiting {
                     kind,

@@ -27,11 +27,13 @@ impl SharedCtx<'_> {
     }
 }
 
-/// A shared acquire script's answer: a token, or busy (`again`: try again at once).
+/// A shared acquire script's answer: a token, or busy (`again`: try again at once), or
+/// 'upgrade' (the owner holds a read and asks to write: refused).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SharedAnswer {
     Token(u64),
     Busy { again: bool },
+    Upgrade,
 }
 
 fn reserve_token(s: &mut SharedServer, c: &SharedCtx) -> u64 {
@@ -102,7 +104,7 @@ fn live_hold(s: &mut SharedServer, owner: Client) -> bool {
     false
 }
 
-fn has_room(s: &SharedServer, c: &SharedCtx, kind: Kind) -> bool {
+pub(crate) fn has_room(s: &SharedServer, c: &SharedCtx, kind: Kind) -> bool {
     let count = s.holders.len();
     let writer = s.hash.as_ref().is_some_and(|h| h.writer.is_some());
     match (kind, c.family) {
@@ -238,8 +240,9 @@ pub fn shared_acquire(s: &mut SharedServer, c: &mut SharedCtx, a: &Ask) -> Share
         return SharedAnswer::Token(take_shared(s, c, a.owner, a.kind, a.lease));
     }
     join_queue(s, c, (a.waiter, a.kind), a.eviction, a.queued);
-    hash(s);
-    keys_live_at_least(s, c, a.eviction);
+    // the hash names the family while anyone waits, and lives as long as the wait (the
+    // holders' zset keeps its own expiry)
+    live_at_least(&mut hash(s).expires, c.now + a.eviction);
     SharedAnswer::Busy { again: more }
 }
 
@@ -254,6 +257,9 @@ fn reenter(s: &mut SharedServer, c: &SharedCtx, a: &Ask, e: Entry) -> SharedAnsw
         s.holders.insert(a.owner, expires);
         keys_live_at_least(s, c, a.lease);
         return SharedAnswer::Token(token);
+    }
+    if a.kind == Kind::Write && s.hash.as_ref().and_then(|h| h.writer) != Some(a.owner) {
+        return SharedAnswer::Upgrade;
     }
     if a.queued {
         s.queue.retain(|(w, _)| *w != a.waiter);

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use redis::{Connection, Script, Value};
 
-use super::lua::{Lua, ADVANCE, READ_STATE};
+use super::lua::{Lua, ADVANCE, NOW_MS, READ_STATE, SHIFT};
 use super::names::{self, MS_PER_TICK};
 use super::support::RedisServer;
 use crate::model::Loss;
@@ -23,6 +23,8 @@ pub struct Real {
     pub lua: Lua,
     read_state: Script,
     advance: Script,
+    shift: Script,
+    now_ms: Script,
     /// The snapshot and the model time it was taken at.
     snapshot: Option<(Time, Vec<Dumped>)>,
 }
@@ -59,6 +61,8 @@ impl Real {
             lua: Lua::load(),
             read_state: Script::new(READ_STATE),
             advance: Script::new(ADVANCE),
+            shift: Script::new(SHIFT),
+            now_ms: Script::new(NOW_MS),
             snapshot: None,
         }
     }
@@ -174,9 +178,19 @@ impl Real {
                         continue;
                     }
                     self.command(redis::cmd("RESTORE").arg(&key).arg(ttl).arg(dump));
+                    if key.ends_with(":s") {
+                        let shift = [passed.to_string()];
+                        invoke(&mut self.con, &self.shift, &[key], &shift);
+                    }
                 }
             }
         }
+    }
+
+    /// The server's clock in ms (the lease ends of a shared lock's holders are read against it).
+    pub fn now_ms(&mut self) -> i64 {
+        let value = invoke(&mut self.con, &self.now_ms, &[], &[]);
+        redis::from_redis_value(value).expect("the clock")
     }
 
     /// Every key: `(key, type, pttl, content)`.

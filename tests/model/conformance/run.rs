@@ -140,7 +140,11 @@ pub fn sequence(
 
 /// Compares a step's outcomes, matching tokens by order; how many tokens were new. Messages are
 /// compared per manager: the order of messages to different managers is not observable.
-fn compare(expected: &Outcome, got: &Outcome, tokens: &mut TokenPairs) -> Result<usize, String> {
+pub(super) fn compare(
+    expected: &Outcome,
+    got: &Outcome,
+    tokens: &mut TokenPairs,
+) -> Result<usize, String> {
     let (mut expected, mut got) = (expected.clone(), got.clone());
     expected.messages.sort_by_key(|(c, _)| *c);
     got.messages.sort_by_key(|(c, _)| *c);

@@ -36,10 +36,15 @@ fn answer(a: &Answer) -> String {
 impl Tally {
     /// Counts one step and what it did.
     pub fn count(&mut self, op: &Op, outcome: &Outcome) {
+        self.count_named(kind(op), outcome);
+    }
+
+    /// Counts one step of kind `name` and what it did.
+    pub fn count_named(&mut self, name: String, outcome: &Outcome) {
         self.steps += 1;
         let key = match outcome.answer {
-            Answer::Nothing => kind(op),
-            ref a => format!("{} {}", kind(op), answer(a)),
+            Answer::Nothing => name,
+            ref a => format!("{name} {}", answer(a)),
         };
         *self.counts.entry(key).or_default() += 1;
         for (_, message) in &outcome.messages {

@@ -94,7 +94,8 @@ impl View {
                     view.queue_left = Some(expiry);
                 }
                 (k, "zset") if k == names::key(":w") => {
-                    view.waiters = content;
+                    // members and scores (arrival times): the order is what counts
+                    view.waiters = content.into_iter().step_by(2).collect();
                     view.waiters_left = Some(expiry);
                 }
                 // the fencing counter: not compared, but it must expire (60 s)
@@ -133,7 +134,7 @@ impl View {
 }
 
 /// A `PTTL` in whole ticks, rounded up (the real time a sequence takes is far below a tick).
-fn ticks_left(pttl: i64) -> Left {
+pub fn ticks_left(pttl: i64) -> Left {
     u64::try_from(pttl).ok().map(|ms| ms.div_ceil(MS_PER_TICK))
 }
 
@@ -167,7 +168,7 @@ fn lock_view(content: &[String], left: Left, view: &mut View) -> LockView {
 
 /// Whether `value` is the meta `common.lua`'s `meta_of` writes: server µs, a tab, the label, a
 /// tab, the request.
-fn is_meta(value: &str) -> bool {
+pub fn is_meta(value: &str) -> bool {
     let mut parts = value.splitn(3, '\t');
     let began = parts.next().is_some_and(|us| us.parse::<u64>().is_ok());
     began && parts.count() == 2
