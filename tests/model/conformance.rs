@@ -1,6 +1,6 @@
 //! The model's scripts checked against the real ones: random sequences of the model's
-//! operations run on `scripts.rs`/`fair.rs` and on a real redis-server running the crate's Lua
-//! scripts must give the same answers, messages and states after every step.
+//! operations run on `scripts.rs`/`fair.rs`/`plain.rs` and on a real redis-server running the
+//! crate's Lua scripts must give the same answers, messages and states after every step.
 //!
 //! The model is only worth what it says about the code: a script changed without the model
 //! following would leave the model checking a protocol nobody runs. Here every script the model
@@ -36,8 +36,14 @@
 //!   unsubscribes.
 //! - heartbeat.lua's answer (0 gone, 1 queued behind a holder, 2 queued with the lock free) has
 //!   no counterpart in `fair.rs`: it is derived from the model's state.
-//! - Not covered: the plain path, the `'wo'` wait modes, a cluster's key layout, renewals and
-//!   heartbeats of many locks per call. Shared locks run in `shared/` by the same method.
+//! - The plain path (`plain.rs`) runs in the same sequences: its commands and their undo,
+//!   plain_release.lua and renewals by value; a plain hold is compared by the model token its
+//!   number stands for. Its releases always send the last token handed out: the model's clock
+//!   passes a token only a tick later.
+//! - `script_teeth.rs` and `shared/teeth.rs` seed a change in a real script's text: the run must
+//!   disagree.
+//! - Not covered: the `'wo'` wait modes, a cluster's key layout, renewals and heartbeats of many
+//!   locks per call. Shared locks run in `shared/` by the same method.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -49,9 +55,11 @@ mod model_side;
 mod names;
 mod ops;
 mod outcome;
+mod plain;
 mod real;
 mod real_side;
 mod run;
+mod script_teeth;
 mod shared;
 mod tally;
 mod tokens;

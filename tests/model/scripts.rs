@@ -117,7 +117,7 @@ pub fn acquire(
     held: Option<u64>,
 ) -> Acquired {
     if s.plain.is_some() {
-        return plain_held(s, owner, lease, wait);
+        return plain_held(s, c, owner, lease, wait);
     }
     // read before a stale hold ends below: its mark stays with the lock
     let marked = s.lock.as_ref().is_some_and(|l| l.marked);
@@ -304,7 +304,7 @@ pub fn abandon(s: &mut Server, c: &mut Ctx, manager: Client, pass_on: bool) {
 /// acquire.lua on a plain lock: held (the owner's own too, which only a cohort's leader takes,
 /// and re-enters in memory); a waiting request is recorded, and not marked: a plain release
 /// looks for waiters itself.
-fn plain_held(s: &mut Server, owner: Client, lease: Time, wait: u8) -> Acquired {
+fn plain_held(s: &mut Server, c: &Ctx, owner: Client, lease: Time, wait: u8) -> Acquired {
     let Some(p) = &s.plain else {
         return Acquired::Busy;
     };
@@ -313,6 +313,10 @@ fn plain_held(s: &mut Server, owner: Client, lease: Time, wait: u8) -> Acquired 
     }
     if wait != 0 {
         let ttl_end = p.expires;
+        if s.waiters.is_empty() {
+            // no record: made now, with the new expiry however short (as for a hash)
+            s.waiters_expires = c.now;
+        }
         if !s.waiters.contains(&owner) {
             s.waiters.push(owner);
         }

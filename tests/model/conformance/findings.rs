@@ -83,3 +83,29 @@ fn a_stale_hold_taken_over_keeps_the_mark_of_the_lock() {
         acquire(0, 0),
     ]);
 }
+
+/// The same for a plain lock: a record of waiting managers made again for a lock taken on the
+/// plain path expires as made. (The model kept the old, longer expiry there.)
+#[test]
+fn a_record_made_again_for_a_plain_lock_expires_as_made() {
+    let acquire = |lease| Op::Acquire {
+        c: 0,
+        lease,
+        wait: 1,
+        held: None,
+    };
+    agree(&[
+        Op::PlainTake {
+            c: 1,
+            lease: 3,
+            fair: false,
+            n: 0,
+        },
+        acquire(3),
+        Op::Abandon {
+            c: 0,
+            pass_on: false,
+        },
+        acquire(1),
+    ]);
+}

@@ -122,6 +122,7 @@ fn dead_head() -> Vec<Op> {
         queued: false,
         n,
         held: None,
+        plain: None,
     };
     vec![
         wait(2, 0),

@@ -54,6 +54,9 @@ impl ModelSide {
                     other => other,
                 }
             }
+            Op::PlainTake { .. } | Op::PlainRelease { .. } | Op::RenewPlain { .. } => {
+                super::plain::model_step(&mut self.server, &mut ctx, op, self.eviction)
+            }
             _ => call(&mut self.server, &mut ctx, op, self.eviction),
         };
         Outcome {
@@ -97,6 +100,7 @@ fn acquire(s: &mut Server, ctx: &mut Ctx, op: &Op, eviction: Time) -> Answer {
             queued,
             n,
             held,
+            plain,
         } => {
             let held = held.map(|t| t.0);
             let waiter = (c, n);
@@ -109,7 +113,7 @@ fn acquire(s: &mut Server, ctx: &mut Ctx, op: &Op, eviction: Time) -> Answer {
                 queued,
                 eviction,
                 waiter,
-                (held, false),
+                (held, plain.is_some()),
             );
             match got {
                 Acquired::Fair => Answer::Again,
@@ -148,7 +152,8 @@ fn call(s: &mut Server, ctx: &mut Ctx, op: &Op, eviction: Time) -> Answer {
             // while the lock is free (the model's function answers nothing)
             let queued = s.heartbeats.contains_key(&(c, n));
             fair::heartbeat(s, ctx, (c, n), eviction);
-            Answer::Int(match (queued, s.lock.is_some()) {
+            let held = s.lock.is_some() || s.plain.is_some();
+            Answer::Int(match (queued, held) {
                 (false, _) => 0,
                 (true, true) => 1,
                 (true, false) => 2,
@@ -170,11 +175,11 @@ fn acquired(got: Acquired) -> Answer {
     }
 }
 
-/// What is left of the lock's lease, in ticks (0: no lock, or one without a lease).
+/// What is left of the lock's lease (a hash's or a plain lock's), in ticks (0: no lock, or one
+/// without a lease).
 fn lease_left(s: &Server, now: Time) -> u64 {
-    s.lock
-        .as_ref()
-        .and_then(|l| l.expires)
+    let plain = s.plain.as_ref().map(|p| p.expires);
+    (s.lock.as_ref().and_then(|l| l.expires).or(plain))
         .map_or(0, |e| u64::from(e.saturating_sub(now)))
 }
 

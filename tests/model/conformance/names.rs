@@ -28,6 +28,13 @@ pub fn waiter(w: Waiter) -> String {
     format!("{}|{}", owner(w.0), w.1)
 }
 
+/// The value of plain hold `n` of client `c`: `!` first in fair mode, then what `inspect`
+/// shows of the hold after a tab (when it began, in server µs: 0 here; no label, no request).
+pub fn plain_value(c: Client, fair: bool, n: u8) -> String {
+    let mark = if fair { "!" } else { "" };
+    format!("{mark}{}|{n}\t0\t\t", owner(c))
+}
+
 /// A key of the lock: the lock's name and `suffix`.
 pub fn key(suffix: &str) -> String {
     format!("{LOCK}{suffix}")

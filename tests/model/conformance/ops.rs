@@ -19,7 +19,8 @@ pub enum Op {
         wait: u8,
         held: Option<Tokens>,
     },
-    /// fair_acquire.lua for wait `n` of the client.
+    /// fair_acquire.lua for wait `n` of the client; `plain`: the held hold is its plain hold
+    /// `n` in fair mode (the script gets its value).
     FairAcquire {
         c: Client,
         lease: Time,
@@ -27,6 +28,32 @@ pub enum Op {
         queued: bool,
         n: u8,
         held: Option<Tokens>,
+        plain: Option<u8>,
+    },
+    /// The plain path's commands for the client's plain hold `n` (`SET NX PX`, the counter, the
+    /// clock, whether fair requests queue), and its undo when they queue.
+    PlainTake {
+        c: Client,
+        lease: Time,
+        fair: bool,
+        n: u8,
+    },
+    /// plain_release.lua for plain hold `n` made under `token`; `last`: the last token handed
+    /// out under it, as an offset from its token (none: the server's clock passed it).
+    PlainRelease {
+        c: Client,
+        fair: bool,
+        n: u8,
+        token: Tokens,
+        last: Option<u8>,
+    },
+    /// renew.lua for plain hold `n` (by its value).
+    RenewPlain {
+        c: Client,
+        lease: Time,
+        fair: bool,
+        n: u8,
+        token: Tokens,
     },
     /// release.lua bound by `token`.
     Release {
@@ -75,7 +102,10 @@ impl Op {
             | Op::Abandon { c, .. }
             | Op::FairAbandon { c, .. }
             | Op::Heartbeat { c, .. }
-            | Op::GrantOn { c } => Some(c),
+            | Op::GrantOn { c }
+            | Op::PlainTake { c, .. }
+            | Op::PlainRelease { c, .. }
+            | Op::RenewPlain { c, .. } => Some(c),
             _ => None,
         }
     }
@@ -96,6 +126,12 @@ pub struct Party {
     pub next_wait: u8,
     /// Messages its manager got and has not read yet.
     pub inbox: Vec<Message>,
+    /// Its hold is its plain hold of this number, in this mode.
+    pub plain: Option<(u8, bool)>,
+    /// Plain holds released or lost: number, mode and token (a late release may still come).
+    pub dropped_plain: Vec<(u8, bool, Tokens)>,
+    /// The number of its next plain hold.
+    pub next_plain: u8,
 }
 
 /// A seeded generator (splitmix64): the same seed draws the same sequence.
@@ -167,20 +203,32 @@ pub fn draw(rng: &mut Rng, parties: &[Party], snapshot: bool) -> Op {
 
 /// A step of client `c` for `roll` (below 80), if `p` can take it.
 fn client_step(rng: &mut Rng, c: Client, p: &Party, roll: u64) -> Option<Op> {
+    if let Some(op) = super::plain::plain_step(rng, c, p, roll) {
+        return Some(op);
+    }
+    // an exclusive plain hold is a cohort leader's, whose owner id is made for it: no other
+    // request of that owner asks for the lock
+    if roll <= 29 && p.plain.is_some_and(|(_, fair)| !fair) {
+        return None;
+    }
     let held = p.guards.first().copied();
     let queued = p.wait.filter(|&(_, queued)| queued).map(|(n, _)| n);
     match roll {
         0..=13 => Some(acquire(rng, c, p, held)),
         14..=29 => Some(fair_acquire(rng, c, p, held)),
-        30..=41 => p.guards.last().map(|&token| Op::Release { c, token }),
+        // (a plain hold is released by plain_release.lua: `plain.rs`)
+        30..=41 if p.plain.is_none() => p.guards.last().map(|&token| Op::Release { c, token }),
         42..=43 => (!p.dropped.is_empty()).then(|| Op::Release {
             c,
             token: p.dropped[rng.below(p.dropped.len() as u64) as usize],
         }),
-        44..=49 if !p.guards.is_empty() || rng.chance(20) => Some(Op::Renew {
-            c,
-            lease: lease(rng),
-        }),
+        // (a plain hold is renewed by its value: `plain.rs`)
+        44..=49 if p.plain.is_none() && (!p.guards.is_empty() || rng.chance(20)) => {
+            Some(Op::Renew {
+                c,
+                lease: lease(rng),
+            })
+        }
         50..=53 => Some(Op::Abandon {
             c,
             pass_on: rng.chance(50),
@@ -215,6 +263,7 @@ pub fn answer_message(c: Client, p: &Party, message: &Message) -> Op {
                     queued,
                     n,
                     held,
+                    plain: fair_plain(p),
                 },
                 _ => Op::FairAbandon { c, n },
             }
@@ -258,5 +307,12 @@ fn fair_acquire(rng: &mut Rng, c: Client, p: &Party, held: Option<Tokens>) -> Op
         queued,
         n,
         held,
+        plain: fair_plain(p),
     }
+}
+
+/// The number of the plain hold of `p` when it is one in fair mode (a fair re-entry gives the
+/// script its value).
+fn fair_plain(p: &Party) -> Option<u8> {
+    p.plain.filter(|&(_, fair)| fair).map(|(n, _)| n)
 }

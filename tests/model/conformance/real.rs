@@ -122,6 +122,12 @@ impl Real {
         out
     }
 
+    /// Runs `pipe` on the command connection, as the plain path sends its commands.
+    pub fn pipeline<T: redis::FromRedisValue>(&mut self, pipe: &redis::Pipeline) -> T {
+        pipe.query(&mut self.con)
+            .unwrap_or_else(|e| panic!("{pipe:?}: {e}"))
+    }
+
     /// Manager `c` stops listening (its process died).
     pub fn die(&mut self, c: Client) {
         if let Some(mut inbox) = self.inboxes[usize::from(c)].take() {

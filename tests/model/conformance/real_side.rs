@@ -25,6 +25,9 @@ pub fn step(real: &mut Real, op: &Op, eviction: Time, now: Time) -> Outcome {
         Op::Snapshot => real.snapshot(now),
         Op::Restart(loss) => real.restart(loss, now),
         Op::Die(c) => real.die(c),
+        Op::PlainTake { .. } | Op::PlainRelease { .. } | Op::RenewPlain { .. } => {
+            return super::plain::real_step(real, op, eviction);
+        }
         Op::Acquire { .. } | Op::FairAcquire { .. } => {
             let answer = acquire(real, op, eviction);
             return Outcome {
@@ -68,10 +71,12 @@ fn acquire(real: &mut Real, op: &Op, eviction: Time) -> Answer {
             queued,
             n,
             held,
+            plain,
         } => {
             let mut args = vec![names::owner(c), ms(lease), flag(will_wait), flag(queued)];
             args.extend([ms(eviction), PREFIX.to_owned(), names::waiter((c, n))]);
             args.extend(held.map(|t| t.1.to_string()));
+            args.extend(plain.map(|n| names::plain_value(c, true, n)));
             match acquired(real.call(|l| &l.fair_acquire, &lock(), &args)) {
                 Answer::Int(-1) => Answer::Again,
                 other => other,
@@ -134,7 +139,7 @@ fn call(real: &mut Real, op: &Op, eviction: Time) -> Value {
 }
 
 /// The first element of an array answer (a batch of one).
-fn first(value: Value) -> Value {
+pub fn first(value: Value) -> Value {
     match value {
         Value::Array(mut items) if items.len() == 1 => items.remove(0),
         other => other,
@@ -163,7 +168,7 @@ fn acquired(value: Value) -> Answer {
 }
 
 /// A script's number or word; a grant returned to the releaser's own manager is its message.
-fn answered(value: Value, releaser: Option<Client>, real: &mut Real) -> Outcome {
+pub fn answered(value: Value, releaser: Option<Client>, real: &mut Real) -> Outcome {
     let mut messages = inbox(real);
     let answer = match value {
         Value::Int(n) => Answer::Int(n),

@@ -2,13 +2,15 @@
 //! states, and keep each client's holds and waits as the answers say.
 
 use super::model_side::ModelSide;
+use super::names;
 use super::ops::{answer_message, draw, Op, Party, Rng, Tokens};
 use super::outcome::{Answer, Outcome};
+use super::plain::follow_plain;
 use super::real::Real;
 use super::real_side;
 use super::tally::Tally;
 use super::tokens::TokenPairs;
-use super::view::View;
+use super::view::{PlainHolds, View};
 use crate::defects::Defects;
 use crate::state::{Client, Time};
 
@@ -28,6 +30,8 @@ pub struct Run<'a> {
     tokens: TokenPairs,
     fresh_in_tick: usize,
     log: Vec<String>,
+    /// The model token each plain hold's number stands for.
+    plain_holds: PlainHolds,
 }
 
 impl<'a> Run<'a> {
@@ -44,6 +48,7 @@ impl<'a> Run<'a> {
             parties: vec![alive; usize::from(CLIENTS)],
             tokens: TokenPairs::default(),
             fresh_in_tick: 0,
+            plain_holds: PlainHolds::new(),
             log: vec![format!("eviction {eviction} tick(s)")],
         }
     }
@@ -78,6 +83,13 @@ impl<'a> Run<'a> {
                     token: last.unwrap_or(token),
                 }
             }
+            Op::FairAcquire { c, held, .. } if held == Some(super::findings::LAST) => {
+                let mut op = op.clone();
+                if let Op::FairAcquire { held, .. } = &mut op {
+                    *held = self.parties[usize::from(c)].guards.first().copied();
+                }
+                op
+            }
             _ => op.clone(),
         }
     }
@@ -88,11 +100,14 @@ impl<'a> Run<'a> {
             self.fresh_in_tick = 0;
         }
         let expected = self.model.step(op);
+        if let (Op::PlainTake { c, n, .. }, Answer::Token(t)) = (op, &expected.answer) {
+            self.plain_holds.insert((names::owner(*c), *n), *t);
+        }
         let got = real_side::step(self.real, op, self.model.eviction, self.model.now);
         self.log.push(format!("{op:?} -> {expected:?}"));
         let fresh = compare(&expected, &got, &mut self.tokens)
             .and_then(|fresh| {
-                let real = View::of_real(self.real.state());
+                let real = View::of_real(self.real.state(), &self.plain_holds);
                 let model = View::of_model(&self.model.server, self.model.now);
                 View::compare(&model, real, &mut self.tokens)?;
                 Ok(fresh)
@@ -198,6 +213,10 @@ fn follow(parties: &mut [Party], op: &Op, expected: &Outcome, got: &Outcome) {
                 _ if will_wait => Some((n, true)),
                 _ => None,
             };
+            if token.is_some() {
+                // a fair re-entry makes a plain hold a hash
+                p.plain = None;
+            }
             take(p, token);
         }
         Op::Release { c, token } => {
@@ -211,6 +230,7 @@ fn follow(parties: &mut [Party], op: &Op, expected: &Outcome, got: &Outcome) {
         }
         Op::Renew { c, .. } if *answer == Answer::Int(0) => {
             let p = &mut parties[client(c)];
+            p.plain = None;
             let lost: Vec<Tokens> = p.guards.drain(..).collect();
             p.dropped.extend(lost);
         }
@@ -222,6 +242,9 @@ fn follow(parties: &mut [Party], op: &Op, expected: &Outcome, got: &Outcome) {
             }
         }
         Op::Die(c) => parties[client(c)].alive = false,
+        Op::PlainTake { c, .. } | Op::PlainRelease { c, .. } | Op::RenewPlain { c, .. } => {
+            follow_plain(&mut parties[client(c)], op, answer, token);
+        }
         _ => {}
     }
 }
@@ -233,6 +256,7 @@ fn take(p: &mut Party, token: Option<Tokens>) {
         return;
     };
     if p.guards.first().is_some_and(|&held| held != token) {
+        p.plain = None;
         let lost: Vec<Tokens> = p.guards.drain(..).collect();
         p.dropped.extend(lost);
     }

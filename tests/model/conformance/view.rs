@@ -29,10 +29,24 @@ pub struct LockView {
     pub left: Left,
 }
 
+/// The lock as a string (the plain path's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlainView {
+    pub owner: String,
+    pub fair: bool,
+    /// The hold, by the model's token (the server's number for it mapped to that token).
+    pub hold: Option<u64>,
+    pub left: Left,
+}
+
+/// Which model token each plain hold (owner id, number) stands for.
+pub type PlainHolds = BTreeMap<(String, u8), u64>;
+
 /// The keys of one lock, the fencing counter aside.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct View {
     pub lock: Option<LockView>,
+    pub plain: Option<PlainView>,
     pub queue: Vec<String>,
     /// The queue key's expiry (only while it holds waiters: an empty list is no key).
     pub queue_left: Option<Left>,
@@ -66,8 +80,15 @@ impl View {
             }),
             left: l.expires.and_then(|e| left(e, now)),
         });
+        let plain = s.plain.as_ref().map(|p| PlainView {
+            owner: names::owner(p.owner),
+            fair: p.fair,
+            hold: Some(p.hold),
+            left: left(p.expires, now),
+        });
         View {
             lock,
+            plain,
             queue: s.queue.iter().map(|w| names::waiter(*w)).collect(),
             queue_left: (!s.queue.is_empty()).then(|| left(s.queue_expires, now)),
             heartbeats: s
@@ -82,13 +103,14 @@ impl View {
     }
 
     /// The server's state, from the keys `read_state` returned: `(key, type, pttl, content)`.
-    pub fn of_real(keys: Vec<(String, String, i64, Vec<String>)>) -> View {
+    pub fn of_real(keys: Vec<(String, String, i64, Vec<String>)>, holds: &PlainHolds) -> View {
         let mut view = View::default();
         let hb_prefix = names::key(":hb:");
         for (key, kind, pttl, content) in keys {
             let expiry = ticks_left(pttl);
             match (key.as_str(), kind.as_str()) {
                 (names::LOCK, "hash") => view.lock = Some(lock_view(&content, expiry, &mut view)),
+                (names::LOCK, "string") => view.plain = plain_view(&content, expiry, holds),
                 (k, "list") if k == names::key(":ql") => {
                     view.queue = content;
                     view.queue_left = Some(expiry);
@@ -136,6 +158,20 @@ impl View {
 /// A `PTTL` in whole ticks, rounded up (the real time a sequence takes is far below a tick).
 pub fn ticks_left(pttl: i64) -> Left {
     u64::try_from(pttl).ok().map(|ms| ms.div_ceil(MS_PER_TICK))
+}
+
+/// A plain lock's value: `!` in fair mode, the owner id, `|`, the hold's number, then tabs.
+fn plain_view(content: &[String], left: Left, holds: &PlainHolds) -> Option<PlainView> {
+    let value = content.first()?;
+    let fair = value.starts_with('!');
+    let (owner, rest) = value.trim_start_matches('!').split_once('|')?;
+    let n: u8 = rest.split('\t').next()?.parse().ok()?;
+    Some(PlainView {
+        owner: owner.to_owned(),
+        fair,
+        hold: holds.get(&(owner.to_owned(), n)).copied(),
+        left,
+    })
 }
 
 fn lock_view(content: &[String], left: Left, view: &mut View) -> LockView {
