@@ -206,7 +206,13 @@ impl LockModel {
     }
 
     /// renew.lua for the hold of `c`, asking the server for `lease` and the drift allowance.
-    fn renew_script(&self, s: &mut State, ctx: &scripts::Ctx, c: Client, lease: u8) -> bool {
+    pub(crate) fn renew_script(
+        &self,
+        s: &mut State,
+        ctx: &scripts::Ctx,
+        c: Client,
+        lease: u8,
+    ) -> bool {
         let p = &s.procs[usize::from(c)];
         let held = p.guards.first().map_or(0, |g| g.token);
         let lease = self.server_lease(lease);

@@ -32,6 +32,10 @@ pub struct Defects {
     pub no_drift_allowance: bool,
     /// A renewal that went unanswered extends the client's deadline as if it had renewed.
     pub trust_unanswered: bool,
+    /// The watchdog applies a renewal batch's answers to its locks in the wrong order.
+    pub batch_swapped: bool,
+    /// The inbox routes a grant by its waiter id alone, not by its lock.
+    pub route_by_waiter: bool,
 }
 
 impl Defects {

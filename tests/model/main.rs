@@ -47,8 +47,12 @@
 //! - A process that takes no step while the clock advances is a paused process.
 //! - Liveness is checked with the clock standing still and nothing failing (see `liveness.rs`).
 //!
-//! Not yet modelled (the next steps): Redis Cluster and the quorum backend, two locks (one
-//! manager's inbox, watchdog and connection shared by them), liveness of shared locks and under
+//! - Two locks (`two_locks.rs`, `two_lock_checks.rs`): one manager per process serves both, with
+//!   one inbox (messages tagged with their lock), one watchdog batch that renews every hold and
+//!   one that heartbeats every wait, and a restart or a death that hits both; each lock keeps
+//!   every property, and a message or answer of one lock never acts on the other.
+//!
+//! Not yet modelled (the next steps): Redis Cluster and the quorum backend, liveness of shared locks and under
 //! faults, the cohort's bound on hand-offs and the end of its token block, in-memory re-entries
 //! of a cohort, and loom/shuttle checks of the in-process hand-offs (`tests/schedules`).
 //!
@@ -76,6 +80,8 @@ mod shared_state;
 mod state;
 mod teeth;
 mod trace;
+mod two_lock_checks;
+mod two_locks;
 mod walks;
 
 use model::{Config, LockModel};

@@ -102,7 +102,7 @@ pub struct LockModel {
     pub cfg: Config,
 }
 
-fn proc(alive: bool, budget: u8) -> Proc {
+pub(crate) fn proc(alive: bool, budget: u8) -> Proc {
     Proc {
         alive,
         phase: Phase::Idle,
@@ -183,7 +183,7 @@ impl LockModel {
         }
     }
 
-    fn step_environment(&self, s: &mut State, action: &Action) {
+    pub(crate) fn step_environment(&self, s: &mut State, action: &Action) {
         match action {
             Action::Tick | Action::Drift => {
                 s.now += 1;
