@@ -33,7 +33,8 @@ impl LockModel {
             }
             // the liveness check's waiters are patient, and retry only when told to at once
             let timers = !self.cfg.liveness;
-            if p.phase != Phase::Idle && (timers || p.again) {
+            // (with a grant in its ticket, the acquire loop's next turn is `TakeGrant`)
+            if p.phase != Phase::Idle && (timers || p.again) && p.grant.is_none() {
                 actions.push(Action::Retry(c));
             }
             if p.phase != Phase::Idle && timers {
@@ -62,6 +63,9 @@ impl LockModel {
             if p.grant_on {
                 actions.push(Action::GrantOn(c));
             }
+            if p.grant.is_some() {
+                actions.push(Action::TakeGrant(c));
+            }
         }
     }
 
@@ -81,7 +85,7 @@ impl LockModel {
     pub(crate) fn step_client(&self, s: &mut State, action: &Action) {
         let alive: Vec<bool> = s.procs.iter().map(|p| p.alive).collect();
         let mut ctx = self.ctx(s, &alive);
-        let eviction = self.cfg.eviction;
+        let eviction = self.server_eviction();
         match *action {
             Action::Acquire { c, lease, fair } => {
                 let p = &mut s.procs[usize::from(c)];
@@ -108,6 +112,7 @@ impl LockModel {
             Action::ReadMsg(c, m) => self.read_msg(s, &mut ctx, c, m),
             Action::Abandon(c) => {
                 let p = &mut s.procs[usize::from(c)];
+                (p.grant, p.busy_attempts) = (None, 0);
                 match std::mem::replace(&mut p.phase, Phase::Idle) {
                     Phase::Fair { waiter, .. } => {
                         let more = fair::fair_abandon(&mut s.server, &mut ctx, c, waiter, eviction);
@@ -118,9 +123,16 @@ impl LockModel {
             }
             Action::Heartbeat(c) => {
                 if let Phase::Fair { waiter, .. } = s.procs[usize::from(c)].phase {
+                    let queued = s.server.heartbeats.contains_key(&waiter);
                     fair::heartbeat(&mut s.server, &ctx, waiter, eviction);
+                    if queued && self.cfg.take_grants {
+                        let now = s.client_now();
+                        let p = &mut s.procs[usize::from(c)];
+                        p.since = p.since.max(now);
+                    }
                 }
             }
+            Action::TakeGrant(c) => self.take_grant(s, c),
             Action::Release(c) => self.release_guard(s, &mut ctx, c),
             Action::LateRelease(c) => match s.procs[usize::from(c)].late_releases.remove(0) {
                 (token, Some(fair)) => self.release_plain(s, &mut ctx, c, token, fair, token),
@@ -155,13 +167,18 @@ impl LockModel {
         let phase = s.procs[usize::from(c)].phase.clone();
         match (msg, phase) {
             (Msg::Free, Phase::Exclusive { .. }) => self.attempt(s, ctx, c, true),
-            (Msg::Grant(w, _), Phase::Fair { waiter, .. }) if w == waiter => {
-                // taken up by the waiter's confirming call (fair_acquire finds its grant)
-                self.attempt(s, ctx, c, true)
+            (Msg::Grant(w, token), Phase::Fair { waiter, .. }) if w == waiter => {
+                if self.cfg.take_grants {
+                    // the ticket keeps it for the acquire loop's next turn (`TakeGrant`)
+                    s.procs[usize::from(c)].grant = Some(token);
+                } else {
+                    // taken up by the waiter's confirming call (fair_acquire finds its grant)
+                    self.attempt(s, ctx, c, true)
+                }
             }
             (Msg::Free, _) => scripts::abandon(&mut s.server, ctx, c, true),
             (Msg::Grant(w, _), _) => {
-                let eviction = self.cfg.eviction;
+                let eviction = self.server_eviction();
                 let more = fair::fair_abandon(&mut s.server, ctx, c, w, eviction);
                 s.procs[usize::from(c)].grant_on |= more;
             }
@@ -224,7 +241,7 @@ impl LockModel {
 
     /// One attempt of the request of `c`: its acquire script, and what the answer makes of it.
     fn attempt(&self, s: &mut State, ctx: &mut scripts::Ctx, c: Client, wait: bool) {
-        let eviction = self.cfg.eviction;
+        let eviction = self.server_eviction();
         s.procs[usize::from(c)].again = false;
         let p = &s.procs[usize::from(c)];
         let held = p.guards.first().map(|g| g.token);
@@ -246,6 +263,7 @@ impl LockModel {
                     p.again = self.cfg.liveness;
                     let waiter = (c, p.next_wait);
                     p.next_wait += 1;
+                    p.busy_attempts = 0;
                     p.phase = Phase::Fair {
                         lease,
                         waiter,
@@ -278,7 +296,12 @@ impl LockModel {
                     (held, held_plain),
                 );
                 if !matches!(answer, Acquired::Token(_)) && wait {
+                    let now = s.client_now();
                     let p = &mut s.procs[usize::from(c)];
+                    if self.cfg.take_grants {
+                        p.busy_attempts = p.busy_attempts.saturating_add(1);
+                        p.since = now;
+                    }
                     p.phase = Phase::Fair {
                         lease,
                         waiter,
@@ -316,6 +339,7 @@ impl LockModel {
                     fence: token,
                 });
                 p.phase = Phase::Idle;
+                p.grant = None;
                 p.proven = self.cfg.cohorts.then_some(token);
                 if self.cfg.liveness {
                     s.ghost.took |= 1 << c;
@@ -341,7 +365,7 @@ impl LockModel {
     }
 
     fn release(&self, s: &mut State, ctx: &mut scripts::Ctx, c: Client, token: u64) {
-        let done = scripts::release(&mut s.server, ctx, c, token, self.cfg.eviction);
+        let done = scripts::release(&mut s.server, ctx, c, token, self.server_eviction());
         if done.acted_on.is_some_and(|t| t != token) {
             s.ghost.touched_foreign = true;
         }

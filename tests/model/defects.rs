@@ -36,6 +36,9 @@ pub struct Defects {
     pub batch_swapped: bool,
     /// The inbox routes a grant by its waiter id alone, not by its lock.
     pub route_by_waiter: bool,
+    /// A request that tried again after it queued keeps the grant its ticket holds
+    /// (`drop_stale_grant`'s rule taken out).
+    pub keep_stale_grant: bool,
 }
 
 impl Defects {

@@ -52,6 +52,7 @@ pub fn bounds() -> Config {
         liveness: true,
         drift: 0,
         unanswered: false,
+        take_grants: false,
         plain: false,
         defects: Default::default(),
     }

@@ -47,6 +47,10 @@
 //! - A process that takes no step while the clock advances is a paused process.
 //! - Liveness is checked with the clock standing still and nothing failing (see `liveness.rs`).
 //!
+//! - A fair waiter may take a grant from its message without a call, while its claim may not
+//!   have run out, and forgets a grant older than its last attempt (`grants.rs`, the rules of
+//!   `take_grant` and `drop_stale_grant` in src/manager/acquire.rs). Claims and heartbeat
+//!   deadlines are asked of the server with the drift allowance, as the backend sends them.
 //! - Two locks (`two_locks.rs`, `two_lock_checks.rs`): one manager per process serves both, with
 //!   one inbox (messages tagged with their lock), one watchdog batch that renews every hold and
 //!   one that heartbeats every wait, and a restart or a death that hits both; each lock keeps
@@ -67,6 +71,7 @@ mod conformance;
 mod defects;
 mod drift;
 mod fair;
+mod grants;
 mod liveness;
 mod model;
 mod plain;
@@ -122,6 +127,7 @@ pub fn small() -> Config {
         liveness: false,
         drift: 0,
         unanswered: false,
+        take_grants: false,
         plain: false,
         defects: defects::Defects::default(),
     }

@@ -39,6 +39,10 @@ pub struct Config {
     pub drift: Time,
     /// Whether a watchdog's renewal may go unanswered (it reached the server or not).
     pub unanswered: bool,
+    /// Whether a fair waiter takes a grant from its message, without asking the server, while
+    /// its claim may not have run out (`take_grant` in src/manager/acquire.rs); else it always
+    /// confirms a grant by a call.
+    pub take_grants: bool,
     pub defects: Defects,
 }
 
@@ -88,6 +92,8 @@ pub enum Action {
         lease: Time,
         fair: bool,
     },
+    /// The acquire loop's turn with a grant in its ticket: drop it if stale, else take it.
+    TakeGrant(Client),
     /// A renewal whose answer never comes; `reached`: the server ran it.
     RenewUnanswered {
         c: Client,
@@ -118,6 +124,9 @@ pub(crate) fn proc(alive: bool, budget: u8) -> Proc {
         proven: None,
         again: false,
         plain: None,
+        grant: None,
+        since: 0,
+        busy_attempts: 0,
     }
 }
 
@@ -131,6 +140,12 @@ impl LockModel {
             self.cfg.drift
         };
         lease + allowance
+    }
+
+    /// The heartbeat deadline and claim lease the server is asked to keep: the drift allowance
+    /// more than the clients count (`server_ms` of the eviction, as the backend sends it).
+    pub fn server_eviction(&self) -> Time {
+        self.server_lease(self.cfg.eviction)
     }
 
     /// The context of a script call in `state`.

@@ -149,7 +149,7 @@ impl LockModel {
                 return;
             }
             Some((token, true)) => {
-                let claim = self.cfg.eviction;
+                let claim = self.server_eviction();
                 let done = plain_release(&mut s.server, ctx, (c, fair, token), None, claim);
                 if let PlainReleased::Done { more } = done {
                     s.procs[usize::from(c)].grant_on |= more;
@@ -178,7 +178,7 @@ impl LockModel {
             block_end(token)
         };
         let last = (last >= u64::from(s.now) * US_PER_TICK).then_some(last);
-        let claim = self.cfg.eviction;
+        let claim = self.server_eviction();
         match plain_release(&mut s.server, ctx, (c, fair, token), last, claim) {
             PlainReleased::Done { more } => s.procs[usize::from(c)].grant_on |= more,
             PlainReleased::Hash => {

@@ -171,6 +171,13 @@ pub struct Proc {
     pub again: bool,
     /// The hold is a plain lock (its mode: fair or not), taken by `SET NX`.
     pub plain: Option<bool>,
+    /// A grant's token the inbox handed to the waiting request (its ticket), not yet taken.
+    pub grant: Option<u64>,
+    /// When the request's last attempt found the lock busy, or its last heartbeat found it
+    /// queued (clients' time): a grant's claim is counted from there (`take_grant`).
+    pub since: Time,
+    /// Attempts that found the lock busy since the request queued (`busy_attempts`).
+    pub busy_attempts: u8,
 }
 
 /// Ghost fields: what happened, for the properties.

@@ -38,6 +38,7 @@ fn wide() -> Config {
         liveness: false,
         drift: 1,
         unanswered: true,
+        take_grants: true,
         plain: true,
         defects: Default::default(),
     }
