@@ -34,8 +34,8 @@
 //! - Time is whole ticks; a restart takes one. A hold's `lost()` fires when the clients' clock
 //!   reaches its lease's end; the server's clock runs with it, or up to the drift bound ahead
 //!   (never behind: that frees nothing early, and a tick is too coarse for 1 %). A grant is
-//!   taken up by the waiter's confirming acquire call (which finds its grant), not from the
-//!   message alone.
+//!   taken up by the waiter's confirming acquire call (which finds its grant), or, under
+//!   `take_grants`, from its message as `grants.rs` says.
 //! - A proof of a hold (an answer with it, from a call begun under 10 ms before) lasts until the
 //!   clock advances or the server restarts: both take far longer than 10 ms.
 //! - Tokens: the clock floor is `tick * 1000` µs, so a restart (a tick) passes every block. The
