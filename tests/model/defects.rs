@@ -39,6 +39,9 @@ pub struct Defects {
     /// A request that tried again after it queued keeps the grant its ticket holds
     /// (`drop_stale_grant`'s rule taken out).
     pub keep_stale_grant: bool,
+    /// fair_acquire.lua lets a request that has not queued re-enter a grant made to another
+    /// wait of its owner, whose guard it does not have (one token for two guards).
+    pub share_grant: bool,
 }
 
 impl Defects {

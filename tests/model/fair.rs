@@ -184,7 +184,9 @@ fn held_by_owner(
         .lock
         .as_ref()
         .filter(|l| l.holds.contains_key(&owner))
-        .and_then(|l| l.token);
+        .and_then(|l| l.token)
+        // a grant to a wait of the owner that this request is not and does not hold: busy
+        .filter(|&token| !(granted && !queued && Some(token) != held) || c.defects.share_grant);
     if let Some(held_token) = held_token {
         if queued && granted {
             let token = next_token(s, c, held_token + TOKEN_BLOCK);

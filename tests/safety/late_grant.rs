@@ -143,12 +143,13 @@ async fn a_grant_to_an_owners_earlier_wait_is_not_taken_by_its_next_request() {
     guard.release().await.unwrap();
 }
 
-/// A grant made to an owner's earlier wait after that wait gave up (its message not read yet),
-/// re-entered by the owner's next request: when the message is passed on, only the grant's own
-/// hold goes, and the lock is free once the next request lets go. (Before, the pass-on found two
-/// holds and did nothing, and the lock stayed held by nobody until its lease ran out.)
+/// A grant made to an owner's earlier wait after that wait gave up, found by the owner's next
+/// request before the grant's message is read: that request does not share it (it neither queued
+/// for it nor holds it) but queues; the message, read then, is passed on, and the lock comes to
+/// the queued request under a token of its own. (Before, the request re-entered the grant's hold
+/// under the grant's token.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unused_grant_reentered_by_the_owner_is_dropped_when_passed_on() {
+async fn an_unused_grant_found_by_the_owner_is_passed_on_not_shared() {
     let server = RedisServer::start();
     let (waiting, rival) = (manager(&server).await, manager(&server).await);
     let fair = LockOptions::fair();
@@ -173,9 +174,14 @@ async fn an_unused_grant_reentered_by_the_owner_is_dropped_when_passed_on() {
         &earlier_wait,
     ]);
     server.cmd(&["PEXPIRE", lock, "30000"]);
-    let guard = owner.acquire("k", &fair).await.unwrap();
-    assert_eq!(server.cmd(&["HGET", lock, &owner_id]).as_int(), Some(2));
-    // its grant message arrives now: nobody waits as that wait, so it is passed on
+    let next = tokio::spawn({
+        let owner = owner.clone();
+        async move { owner.acquire("k", &LockOptions::fair()).await.unwrap() }
+    });
+    let queued = || server.cmd(&["LLEN", "{tower-lock:k}:ql"]).as_int() == Some(1);
+    assert!(eventually(Duration::from_secs(5), queued).await);
+    assert_eq!(server.cmd(&["HGET", lock, &owner_id]).as_int(), Some(1));
+    // the grant's message arrives now: nobody waits as that wait, so it is passed on
     let manager_id = owner_id.split(':').next().unwrap();
     let channel = format!("{{tower-lock}}:inbox:{manager_id}");
     let message = format!("g|{lock}|{earlier_wait}|{token}");
@@ -183,13 +189,12 @@ async fn an_unused_grant_reentered_by_the_owner_is_dropped_when_passed_on() {
         server.cmd(&["PUBLISH", &channel, &message]).as_int(),
         Some(1)
     );
-    assert!(
-        eventually(Duration::from_secs(5), || server
-            .cmd(&["HGET", lock, &owner_id])
-            .as_int()
-            == Some(1))
+    let guard = tokio::time::timeout(Duration::from_secs(5), next)
         .await
-    );
+        .expect("the lock came to the queued request")
+        .unwrap();
+    assert!(guard.fencing_token() > 1, "the grant's token was shared");
+    assert_eq!(server.cmd(&["HGET", lock, &owner_id]).as_int(), Some(1));
     assert!(!guard.is_lost());
     guard.release().await.unwrap();
     assert!(rival.try_acquire("k", &fair).await.unwrap().is_some());

@@ -21,6 +21,7 @@ mod mixed_modes;
 mod one_exclusion;
 mod outage;
 mod outage_log;
+mod owner_grant;
 mod partial_loss;
 mod plain_retire;
 mod quorum_holds;

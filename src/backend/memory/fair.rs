@@ -96,6 +96,7 @@ impl MemoryBackend {
                 expires: now + self.claim,
                 mode: crate::options::Mode::Fair,
                 meta: super::HoldMeta::new(now, None),
+                granted: true,
             };
             table.insert(id, held, now);
             if self.waiters.grant(id, &head, token) {

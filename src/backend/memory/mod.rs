@@ -27,6 +27,9 @@ struct Holder {
     /// One lock takes one mode: requests of the other are refused while it is held.
     mode: Mode,
     meta: HoldMeta,
+    /// Made by a grant to a fair wait that no attempt has taken up: that wait's request may be
+    /// taking it from its grant, and another request of the owner must not share it.
+    granted: bool,
 }
 
 /// What `inspect` shows of a hold: when it began and the request it serves.
@@ -143,14 +146,18 @@ impl MemoryBackend {
         if let Some(lock) = table.shared.get(req.id) {
             return Attempt::OtherMode { held: lock.family };
         }
-        let stale = (table.holder(req.id, now)).is_some_and(|held| {
+        let not_ours = (table.holder(req.id, now)).and_then(|held| {
             let grant = req.queued && req.mode == Mode::Fair && held.mode == Mode::Fair;
-            *held.owner == **req.owner && !grant && req.held != Some(held.token)
+            let ours = *held.owner != **req.owner || grant || req.held == Some(held.token);
+            (!ours).then_some((held.granted, held.expires))
         });
-        if stale {
+        match not_ours {
+            // a grant to another wait of the owner: busy for this request, as another's hold
+            Some((true, expires)) => return self.wait_for_holder(&mut table, req, expires - now),
             // a hold of the owner that its guards do not have (its release is on its way): not
             // a re-entry; the attempt takes the lock afresh
-            table.locks.remove(req.id);
+            Some((false, _)) => drop(table.locks.remove(req.id)),
+            None => {}
         }
         if let Some(held) = table.holder(req.id, now) {
             if held.mode == Mode::Fair && req.mode == Mode::Exclusive {
@@ -161,9 +168,12 @@ impl MemoryBackend {
                 // a queued fair request finding itself the holder found its grant, not a re-entry
                 if !(req.queued && req.mode == Mode::Fair && held.mode == Mode::Fair) {
                     held.count += 1;
-                } else if let Some(request) = req.request {
-                    // its grant, taken up: the grant did not know what the wait was for
-                    held.meta.request = Some(Arc::from(request));
+                } else {
+                    held.granted = false;
+                    if let Some(request) = req.request {
+                        // its grant, taken up: the grant did not know what the wait was for
+                        held.meta.request = Some(Arc::from(request));
+                    }
                 }
                 held.expires = held.expires.max(later(now, req.lease));
                 return Attempt::Acquired { token: held.token };
@@ -187,6 +197,7 @@ impl MemoryBackend {
             expires: later(now, req.lease),
             mode: req.mode,
             meta: HoldMeta::new(now, req.request),
+            granted: false,
         };
         table.insert(req.id, held, now);
         Attempt::Acquired { token }

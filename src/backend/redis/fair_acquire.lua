@@ -48,6 +48,13 @@ end
 if shared then
   return shared_family(shared)
 end
+if holds and granted and not queued and token ~= ARGV[8] then
+  -- A grant to a wait of the owner, which this request is not (it has not queued) and whose
+  -- guard it does not have: another request's, taken up or about to be, or one whose guard was
+  -- told it lost it. Busy for this request, as for any other's hold: sharing it would give one
+  -- token to two guards.
+  holds = false
+end
 if holds then
   if queued and granted then
     -- A grant whose message we have not received (or one made to an earlier wait of this owner
