@@ -2,8 +2,9 @@
 # Runs the whole test suite (unit, integration against real redis-server processes and PostgreSQL,
 # doctests).
 #
-#   bash scripts/test.sh                 # cargo machete, the dependency build, then
-#                                        # cargo test --all-features --locked
+#   bash scripts/test.sh                 # cargo machete, the dependency build, the docs, then
+#                                        # every test of cargo test --all-features --locked
+#                                        # (scripts/run-tests.py: three binaries at a time)
 #   bash scripts/test.sh CMD [ARGS...]   # CMD instead, with the same Redis and PostgreSQL set up
 #
 # Unused dependencies: `cargo machete` fails the run on a dependency that no source file names. It is
@@ -204,7 +205,7 @@ main() {
         bash scripts/check-features.sh
         python3 scripts/check-docs.py
         RUSTDOCFLAGS="-D warnings" cargo doc --all-features --no-deps --locked
-        cargo test --all-features --locked
+        python3 scripts/run-tests.py
         bash scripts/schedules.sh
     fi
 }
