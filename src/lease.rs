@@ -1,10 +1,14 @@
 //! The lost-lease signal: a lease's deadline, moved on by each renewal up to the hold's ceiling (if
 //! it has one), and the one-way switch that fires when the lease is known lost or the deadline
-//! passed. It imports nothing of the crate: the watchdog moves the deadline, and guards read it.
+//! passed. It imports nothing of the crate but the inbox proofs (a primitive too): the watchdog
+//! moves the deadline, and guards read it. A hold that may be taken over as dead has a second
+//! deadline, counted from its inbox's proofs (`inbox_proof.rs`); the signal fires at the earlier.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
+
+use crate::inbox_proof::InboxProof;
 
 use tokio::sync::Notify;
 
@@ -23,6 +27,24 @@ pub(crate) struct LostSignal {
     /// The latest moment after which the server is known to have held the lease: the start of
     /// the last call it answered with the hold (the acquisition, or a renewal that found it).
     proven: Mutex<Option<Instant>>,
+    /// Set when the hold may be taken over as dead: the second deadline's inputs.
+    takeover: OnceLock<Takeover>,
+}
+
+/// The inputs of a hold's takeover deadline (see [`InboxProof::deadline`]).
+#[derive(Debug)]
+struct Takeover {
+    proof: Arc<InboxProof>,
+    /// The start of the last call that made or renewed the hold: it deleted any takeover mark.
+    renewed: Mutex<Instant>,
+}
+
+impl Drop for LostSignal {
+    fn drop(&mut self) {
+        if let Some(takeover) = self.takeover.get() {
+            takeover.proof.forgotten();
+        }
+    }
 }
 
 /// How long a lease is known valid.
@@ -55,6 +77,47 @@ impl LostSignal {
             notify: Notify::new(),
             validity: Mutex::new(validity),
             proven: Mutex::new(None),
+            takeover: OnceLock::new(),
+        }
+    }
+
+    /// Make this hold's signal fire, too, when the hold may be taken over as dead (see
+    /// [`InboxProof::deadline`]); `made` is the start of the call that made the hold. A signal
+    /// already watched keeps its watch (a re-entry joins the first hold's).
+    pub(crate) fn watch_takeover(&self, proof: &Arc<InboxProof>, made: Instant) {
+        if proof.grace().is_none() {
+            return;
+        }
+        let takeover = Takeover {
+            proof: proof.clone(),
+            renewed: Mutex::new(made),
+        };
+        if self.takeover.set(takeover).is_ok() {
+            proof.counted_on();
+            self.notify.notify_waiters();
+        }
+    }
+
+    /// A call begun at `at` renewed the hold: it deleted any takeover mark, so the takeover
+    /// deadline counts from here at least.
+    pub(crate) fn renewed(&self, at: Instant) {
+        if let Some(takeover) = self.takeover.get() {
+            let mut renewed = takeover.renewed.lock().unwrap_or_else(|p| p.into_inner());
+            *renewed = (*renewed).max(at);
+        }
+    }
+
+    /// The moment the lease may be lost: the lease's deadline (`valid_until`) or, if earlier,
+    /// the takeover deadline.
+    fn deadline(&self, valid_until: Option<Instant>) -> Option<Instant> {
+        let Some(takeover) = self.takeover.get() else {
+            return valid_until;
+        };
+        let renewed = *takeover.renewed.lock().unwrap_or_else(|p| p.into_inner());
+        let dead = takeover.proof.deadline(renewed);
+        match (valid_until, dead) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -111,7 +174,7 @@ impl LostSignal {
     /// came too late: the lease had already run out (or was lost), and stays lost.
     pub(crate) fn extend(&self, until: Instant) -> bool {
         let mut validity = self.validity();
-        if self.is_lost_at(validity.until, Instant::now()) {
+        if self.is_lost_at(self.deadline(validity.until), Instant::now()) {
             drop(validity);
             self.fire();
             return false;
@@ -128,7 +191,8 @@ impl LostSignal {
     }
 
     pub(crate) fn is_lost(&self) -> bool {
-        let lost = self.is_lost_at(self.validity().until, Instant::now());
+        let until = self.validity().until;
+        let lost = self.is_lost_at(self.deadline(until), Instant::now());
         if lost {
             // latch it: a deadline that passed stays passed
             self.lost.store(true, Ordering::SeqCst);
@@ -145,8 +209,8 @@ impl LostSignal {
             if self.is_lost() {
                 return;
             }
-            let valid_until = self.validity().until;
-            match valid_until {
+            let until = self.validity().until;
+            match self.deadline(until) {
                 // at the deadline, look again: a renewal may have moved it
                 Some(deadline) => {
                     tokio::select! {

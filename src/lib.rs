@@ -103,6 +103,7 @@ mod background;
 mod error;
 pub mod guide;
 mod ids;
+mod inbox_proof;
 pub mod key;
 pub mod layer;
 mod lease;

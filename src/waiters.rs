@@ -295,6 +295,11 @@ impl WaitRegistry {
         self.lock().values().map(VecDeque::len).sum()
     }
 
+    /// The locks requests of this process wait for.
+    pub(crate) fn locks(&self) -> Vec<LockId> {
+        self.lock().keys().cloned().collect()
+    }
+
     /// What each waiting request waits for, and since when.
     pub(crate) fn for_each_wait(&self, mut each: impl FnMut(WaitStart)) {
         let map = self.lock();

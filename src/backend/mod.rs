@@ -18,6 +18,7 @@ use tokio::sync::{oneshot, Notify};
 use crate::background::{Background, BackgroundQueue};
 use crate::error::BoxError;
 use crate::ids::OwnerId;
+use crate::inbox_proof::InboxProof;
 use crate::key::LockKey;
 use crate::options::Mode;
 use crate::state::LockState;
@@ -45,6 +46,8 @@ pub(crate) struct Wiring {
     pub(crate) ready: Arc<Readiness>,
     /// Where the inboxes and the requests report an outage (logged once).
     pub(crate) outages: Arc<OutageLog>,
+    /// What the inbox proves of its subscription, for holds that may be taken over as dead.
+    pub(crate) inbox_proof: Arc<InboxProof>,
 }
 
 impl Wiring {
@@ -58,6 +61,7 @@ impl Wiring {
             reconnected: Arc::default(),
             ready: Arc::default(),
             outages: Arc::default(),
+            inbox_proof: Arc::new(InboxProof::new(None)),
         };
         (wiring, queue)
     }
@@ -294,6 +298,21 @@ impl Backend {
             Backend::Redis(r) => r.force_release(id).await,
             #[cfg(feature = "redis")]
             Backend::Quorum(q) => q.force_release(id).await,
+        }
+    }
+
+    /// Probe the holders of the locks of `batch` for death, ending the holds of those dead for
+    /// their grace (DESIGN.md, "Dead holders"). Returns in how long a marked holder may be taken
+    /// over at the earliest (`None`: no marked holder left). One Redis server only: the others
+    /// have nothing to probe.
+    pub(crate) async fn probe_holders(
+        &self,
+        batch: &[LockId],
+    ) -> Result<Option<Duration>, BoxError> {
+        match self {
+            #[cfg(feature = "redis")]
+            Backend::Redis(r) => r.probe_holders(batch).await,
+            _ => Ok(None),
         }
     }
 

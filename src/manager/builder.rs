@@ -5,13 +5,19 @@ use std::time::Duration;
 
 use super::cohort::DEFAULT_HANDOFFS;
 use super::limits::Knobs;
-use super::{new_manager_id, LockManager, Shared, Timing, DEFAULT_FAIR_EVICTION, DEFAULT_LEASE};
+use super::{LockManager, Shared, Timing, DEFAULT_FAIR_EVICTION, DEFAULT_LEASE};
+use crate::backend::Backend;
 #[cfg(feature = "redis")]
 use crate::backend::{quorum, redis};
-use crate::backend::{Backend, Wiring};
 use crate::error::LockError;
 
+#[cfg(feature = "redis")]
+mod endpoints;
 mod label;
+mod takeover;
+
+#[cfg(feature = "redis")]
+use endpoints::resolve_all;
 
 pub(crate) use label::default_label;
 
@@ -49,6 +55,8 @@ pub struct LockManagerBuilder {
     pool_size: u32,
     handoffs: u32,
     label: Option<Arc<str>>,
+    /// How long a holder's inbox may be missing before its holds are taken over (`None`: off).
+    takeover_grace: Option<Duration>,
     target: Target,
 }
 
@@ -78,6 +86,7 @@ impl Default for LockManagerBuilder {
             pool_size: 1,
             handoffs: DEFAULT_HANDOFFS,
             label: None,
+            takeover_grace: None,
             target: Target::Memory,
         }
     }
@@ -284,7 +293,8 @@ impl LockManagerBuilder {
     /// [`LockError::Unavailable`] if the server cannot be reached.
     pub async fn build(self) -> Result<LockManager, LockError> {
         self.validate()?;
-        let (wiring, queue) = Wiring::new(new_manager_id());
+        self.check_takeover()?;
+        let (wiring, queue) = self.wiring();
         let (backend, inbox_stop) = match self.target {
             Target::Memory => return Ok(LockManager::memory_with(self.timing())),
             #[cfg(feature = "redis")]
@@ -345,30 +355,6 @@ impl LockManagerBuilder {
         knobs.check()
     }
 
-    /// A quorum needs at least 3 masters, each server listed once, and a node timeout.
-    #[cfg(feature = "redis")]
-    fn validate_quorum(&self, masters: &[::redis::ConnectionInfo]) -> Result<(), LockError> {
-        if masters.len() < 3 {
-            return Err(LockError::Config(format!(
-                "a quorum needs at least 3 independent Redis masters, got {}",
-                masters.len()
-            )));
-        }
-        // one server, whatever the db or the user: two databases of one server fail together
-        let listed_before = |(i, m): &(usize, &::redis::ConnectionInfo)| {
-            masters[..*i]
-                .iter()
-                .any(|earlier| earlier.addr() == m.addr())
-        };
-        if let Some((_, dup)) = masters.iter().enumerate().find(listed_before) {
-            return Err(LockError::Config(format!(
-                "Redis master {} is listed twice: a quorum needs independent masters",
-                dup.addr()
-            )));
-        }
-        Ok(())
-    }
-
     fn timing(&self) -> Timing {
         Timing {
             lease: self.lease,
@@ -387,10 +373,4 @@ impl LockManagerBuilder {
             pool_size: self.pool_size,
         }
     }
-}
-
-/// The connection info of every endpoint.
-#[cfg(feature = "redis")]
-fn resolve_all(endpoints: &[redis::Endpoint]) -> Result<Vec<::redis::ConnectionInfo>, LockError> {
-    endpoints.iter().map(redis::Endpoint::resolve).collect()
 }

@@ -52,6 +52,7 @@ use watchdog_task::WatchdogTask;
 use crate::backend::{Backend, InboxStop, Readiness, Wiring};
 use crate::background::{Background, BackgroundQueue};
 use crate::error::LockError;
+use crate::inbox_proof::InboxProof;
 use crate::options::{LockOptions, Mode};
 use crate::waiters::WaitRegistry;
 use crate::watchdog::{Claims, Leases, Queued, Watchdog};
@@ -139,6 +140,9 @@ pub(crate) struct Shared {
     read_groups: Arc<ReadGroups>,
     /// The servers a readiness probe asks.
     ready: Arc<Readiness>,
+    /// What the inbox proves of its subscription: the takeover deadline of exclusive and fair
+    /// holds counts from it (takeover off: it proves nothing, and no hold counts on it).
+    pub(crate) inbox_proof: Arc<InboxProof>,
 }
 
 impl Shared {
@@ -167,6 +171,7 @@ impl Shared {
             recheck: wiring.reconnected.clone(),
             stopped,
             outages: wiring.outages.clone(),
+            probes: wiring.inbox_proof.grace().is_some(),
             wait_ages: wait_age_report(
                 wiring.waiters.clone(),
                 cohorts.clone(),
@@ -194,6 +199,7 @@ impl Shared {
             outage: Outage::new(wiring.outages.clone()),
             cohorts,
             read_groups,
+            inbox_proof: wiring.inbox_proof,
         }
     }
 

@@ -144,6 +144,7 @@ async fn extend_batch(backend: &Backend, claims: &Claims, batch: &[(LockParty, C
             for ((_, claim), ok) in batch.iter().zip(extended) {
                 if ok && claim.lost.extend(later(started, lease)) {
                     claim.lost.prove(started);
+                    claim.lost.renewed(started);
                 } else {
                     let key = claim.lost.key();
                     tracing::warn!(key, "fair grant lost before its claim lease was extended");

@@ -168,6 +168,7 @@ impl Leases {
         let lost = judge(&entry.lost, outcome, later(started, lease));
         if !lost && outcome == Some(true) {
             entry.lost.prove(started);
+            entry.lost.renewed(started);
         }
         if lost {
             tracing::debug!(key = entry.lost.key(), lock = %lock.id, "lease lost");

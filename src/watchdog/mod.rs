@@ -2,11 +2,14 @@
 //! per round trip). A renewal that finds a lock gone marks its guard lost at once; a lease that was
 //! not renewed in time is lost when it may have run out (its guard's deadline, which every renewal
 //! moves on). Every eviction/3 it heartbeats the requests queued for fair locks, so that only dead
-//! waiters are evicted. The same task runs the manager's background work (see `crate::background`):
-//! releases sent from a `Drop`, and the rest of an operation whose caller went away.
+//! waiters are evicted. With a takeover grace, once a second while requests wait, it probes the
+//! holders of their locks for death (`probes.rs`). The same task runs the manager's background
+//! work (see `crate::background`): releases sent from a `Drop`, and the rest of an operation whose
+//! caller went away.
 
 mod claims;
 mod leases;
+mod probes;
 mod queued;
 
 use std::sync::Arc;
@@ -51,6 +54,9 @@ pub(crate) struct Watchdog {
     pub(crate) outages: Arc<OutageLog>,
     /// Sets the manager's oldest-wait gauge: called at the slow tick, so no request pays for it.
     pub(crate) wait_ages: WaitAges,
+    /// Whether the holders of the locks local requests wait for are probed for death (the
+    /// manager has a takeover grace).
+    pub(crate) probes: bool,
 }
 
 /// What sets a manager's oldest-wait gauge.
@@ -77,8 +83,10 @@ impl Watchdog {
         // sets the oldest-wait gauge, which no request pays for.
         let mut driver_tick = every(HEARTBEAT);
         let mut beat_tick = every(self.eviction / 3);
+        let mut probe_tick = every(probes::PROBE_EVERY);
         let (mut renewals, mut heartbeats, mut extensions) =
             (Round::default(), Round::default(), Round::default());
+        let mut probes = Round::default();
         loop {
             tokio::select! {
                 _ = driver_tick.tick() => (self.wait_ages.0)(),
@@ -102,6 +110,10 @@ impl Watchdog {
                 }
                 _ = heartbeats.done() => heartbeats.start_if_due(|| self.heartbeat_round()),
                 _ = extensions.done() => extensions.start_if_due(|| self.extension_round()),
+                _ = probe_tick.tick(), if self.probes => {
+                    probes.start_or_defer(|| self.probe_round());
+                }
+                _ = probes.done() => probes.start_if_due(|| self.probe_round()),
             }
         }
     }
@@ -121,6 +133,12 @@ impl Watchdog {
         let (backend, queued) = (self.backend.clone(), self.queued.clone());
         let (waiters, outages) = (self.waiters.clone(), self.outages.clone());
         Box::pin(heartbeat_all(backend, queued, waiters, outages))
+    }
+
+    /// Probe the holders of the locks local requests wait for.
+    fn probe_round(&self) -> BoxFuture<'static, ()> {
+        let (backend, waiters) = (self.backend.clone(), self.waiters.clone());
+        Box::pin(probes::probe_all(backend, waiters, self.outages.clone()))
     }
 
     /// Extend every fresh fair grant's claim to its holder's lease.

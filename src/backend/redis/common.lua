@@ -167,6 +167,15 @@ local function listens(prefix, manager, heard)
   return known ~= false
 end
 
+-- A renewal by the holder deletes the takeover mark of `lock` (DESIGN.md, "Dead holders"): a
+-- probe that saw the holder's manager missing before it no longer counts. Only a holder whose
+-- manager id names a grace ('<uuid>g<ms>') can have one; `owner` may be a plain lock's value.
+local function clear_mark(lock, owner)
+  if string.find(owner, 'g%d+:') then
+    redis.call('DEL', lock .. ':d')
+  end
+end
+
 -- Make `key` live at least `ms` more milliseconds (a number), never less than it would have: the
 -- waiting-managers record is shared by requests with different leases, and a short one must not
 -- cut the record another manager still sleeps on. (A key without expiry gets one.)

@@ -86,7 +86,7 @@ pub(crate) fn open_server(
         (settings.command_timeout, whole),
         name,
         wiring.waiters.clone(),
-        wiring.outages.clone(),
+        (wiring.outages.clone(), wiring.inbox_proof.clone()),
     )?;
     let id = wiring.manager_id.clone();
     let waiters = wiring.waiters.clone();

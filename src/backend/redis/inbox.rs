@@ -22,6 +22,7 @@ use tokio::sync::{oneshot, Notify};
 use super::postman::{Postman, Unclaimed};
 use crate::backend::{jitter, OutageLog};
 use crate::error::LockError;
+use crate::inbox_proof::InboxProof;
 use crate::waiters::WaitRegistry;
 
 const MIN_BACKOFF: Duration = Duration::from_millis(20);
@@ -79,6 +80,8 @@ pub(crate) struct Inbox {
     line: InboxLine,
     /// Where an outage is logged (once for the manager).
     outages: Arc<OutageLog>,
+    /// What the subscription proves, for holds that may be taken over as dead.
+    proof: Arc<InboxProof>,
 }
 
 impl std::fmt::Debug for Inbox {
@@ -98,7 +101,7 @@ impl Inbox {
         (timeout, whole): (Duration, bool),
         name: String,
         waiters: Arc<WaitRegistry>,
-        outages: Arc<OutageLog>,
+        (outages, proof): (Arc<OutageLog>, Arc<InboxProof>),
     ) -> Result<Self, LockError> {
         Ok(Inbox {
             server,
@@ -112,6 +115,7 @@ impl Inbox {
             }),
             line: InboxLine::new(timeout),
             outages,
+            proof,
         })
     }
 
@@ -159,7 +163,9 @@ impl Inbox {
             let mut name = redis::cmd("CLIENT");
             name.arg("SETNAME").arg(&self.name);
             name.exec_async(&mut conn).await?;
+            let sent = Instant::now();
             conn.subscribe(&self.channel).await?;
+            self.proof.subscribed(sent, Instant::now());
             self.line.set(Some(conn.clone()));
             Ok(Subscription {
                 conn,
@@ -229,6 +235,7 @@ impl Inbox {
             if !lost {
                 continue;
             }
+            self.proof.dropped();
             self.line.set(None);
             self.outages.lost(
                 &self.part(),
@@ -249,17 +256,23 @@ impl Inbox {
     }
 
     /// How often the inbox looks whether a check of its connection is due: half the command
-    /// timeout, within [`MIN_WAITING_KEEPALIVE`] and [`KEEPALIVE`]. A look sends nothing.
+    /// timeout, within [`MIN_WAITING_KEEPALIVE`] and [`KEEPALIVE`], or a third of the takeover
+    /// grace if that is shorter. A look sends nothing.
     fn waiting_keepalive(&self) -> Duration {
-        (self.timeout / 2).clamp(MIN_WAITING_KEEPALIVE, KEEPALIVE)
+        let look = (self.timeout / 2).clamp(MIN_WAITING_KEEPALIVE, KEEPALIVE);
+        // a hold that may be taken over needs a proof within a third of the grace of its start
+        let grace = self.proof.grace().map(|grace| grace / 3);
+        grace.map_or(look, |every| every.min(look))
     }
 
     /// Whether the connection is to be checked now, its last check made at `checked`: at every
     /// look while requests of this process wait (a frozen server then ends their waits within
-    /// one and a half command timeouts, with at most one PING a second at the default), else
-    /// every [`KEEPALIVE`].
+    /// one and a half command timeouts, with at most one PING a second at the default), every
+    /// third of the takeover grace while holds count on the inbox's proofs, else every
+    /// [`KEEPALIVE`].
     fn check_due(&self, checked: Instant) -> bool {
-        self.postman.waiters.len() > 0 || checked.elapsed() >= KEEPALIVE
+        let proof_due = (self.proof.due_every()).is_some_and(|every| checked.elapsed() >= every);
+        self.postman.waiters.len() > 0 || checked.elapsed() >= KEEPALIVE || proof_due
     }
 
     /// Whether the connection still answers a check ([`answers`](Self::answers)). One left
@@ -284,9 +297,14 @@ impl Inbox {
     async fn answers(&self, sub: &mut Subscription) -> Option<bool> {
         let sentinel = matches!(self.server, Locator::Sentinel(_));
         let cmd = redis::cmd(if sentinel { "ROLE" } else { "PING" });
+        let sent = Instant::now();
         let ping = cmd.query_async::<redis::Value>(&mut sub.conn);
         match tokio::time::timeout(self.timeout, ping).await {
-            Ok(Ok(reply)) => Some(!sentinel || is_master(&reply)),
+            Ok(Ok(reply)) if !sentinel || is_master(&reply) => {
+                self.proof.answered(sent);
+                Some(true)
+            }
+            Ok(Ok(_)) => Some(false),
             // the connection's own response timeout may end the PING first
             Ok(Err(err)) if err.is_timeout() => None,
             Ok(Err(_)) => Some(false),

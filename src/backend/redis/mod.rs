@@ -39,6 +39,7 @@ mod scripts;
 mod shared;
 #[cfg(feature = "cluster")]
 mod slots;
+mod takeover;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -26,6 +26,7 @@ const PLAIN_RELEASE_BODY: &str = include_str!("plain_release.lua");
 const GRANT_ON_BODY: &str = include_str!("grant_on.lua");
 const INSPECT_BODY: &str = include_str!("inspect.lua");
 const FORCE_RELEASE_BODY: &str = include_str!("force_release.lua");
+const TAKEOVER_BODY: &str = include_str!("takeover.lua");
 
 /// Whether `text` uses the identifier `name` (not as part of a longer identifier).
 fn uses(text: &str, name: &str) -> bool {
@@ -150,6 +151,8 @@ pub(crate) struct Scripts {
     pub(crate) inspect: Script,
     /// End every hold of a lock and pass it on, moving its fencing counter past them all.
     pub(crate) force_release: Script,
+    /// Probe the holders of many locks for death; end the holds dead for their grace.
+    pub(crate) takeover: Script,
     /// Every source, for loading them up front.
     pub(crate) sources: Vec<String>,
     /// Whether a call declares every key of a lock its script touches (see
@@ -176,6 +179,7 @@ impl Scripts {
             GRANT_ON_BODY,
             INSPECT_BODY,
             FORCE_RELEASE_BODY,
+            TAKEOVER_BODY,
         ];
         let sources: Vec<String> = bodies.map(|body| adapt(assemble(body))).into();
         let script = |i: usize| Script::new(&sources[i]);
@@ -194,6 +198,7 @@ impl Scripts {
             grant_on: script(11),
             inspect: script(12),
             force_release: script(13),
+            takeover: script(14),
             sources,
             declare_keys,
         }

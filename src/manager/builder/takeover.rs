@@ -1,0 +1,114 @@
+//! The builder's takeover of dead holders: the grace, its bounds, and the manager id that carries
+//! it to every probe (DESIGN.md, "Dead holders").
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{LockManagerBuilder, Target};
+use crate::backend::{drift, Wiring};
+use crate::background::BackgroundQueue;
+use crate::error::LockError;
+use crate::inbox_proof::InboxProof;
+use crate::manager::new_manager_id;
+
+/// The shortest takeover grace: the inbox PINGs three times per grace while it holds locks.
+const MIN_GRACE: Duration = Duration::from_millis(100);
+
+/// The longest takeover grace: past an hour the lease ends a dead holder's locks first anyway.
+const MAX_GRACE: Duration = Duration::from_secs(3600);
+
+impl LockManagerBuilder {
+    /// Let other managers end this manager's exclusive and fair holds once its process has been
+    /// seen dead for `grace` (default: off, the holds then last until their lease runs out).
+    ///
+    /// A process that dies closes its connections, and Redis sees its inbox go at once. A waiting
+    /// manager that sees it missing twice, `grace` apart, with no renewal between, ends the hold
+    /// as a release would. A live holder whose inbox connection went away learns first: its
+    /// guard's `lost()` fires one grace (less the drift allowance) after its inbox last proved
+    /// itself, unless it reconnects and renews before. While it holds locks, the manager PINGs
+    /// its inbox every third of the grace. One Redis server or Sentinel only; from 100 ms to 1 h.
+    /// [`build`](Self::build) refuses others with [`LockError::Config`].
+    pub fn takeover_grace(mut self, grace: Duration) -> Self {
+        self.takeover_grace = Some(grace);
+        self
+    }
+
+    /// Turn the takeover of dead holders off (the default): every hold lasts until it is
+    /// released or its lease runs out.
+    pub fn no_takeover(mut self) -> Self {
+        self.takeover_grace = None;
+        self
+    }
+
+    /// `Ok` unless a takeover grace is out of bounds or the backend cannot take holds over.
+    pub(super) fn check_takeover(&self) -> Result<(), LockError> {
+        let Some(grace) = self.takeover_grace else {
+            return Ok(());
+        };
+        if grace < MIN_GRACE {
+            return Err(LockError::Config(format!(
+                "takeover grace {grace:?} is too short (at least {MIN_GRACE:?})"
+            )));
+        }
+        if grace > MAX_GRACE {
+            return Err(LockError::Config(format!(
+                "takeover grace {grace:?} is too long (at most {MAX_GRACE:?})"
+            )));
+        }
+        match self.target {
+            #[cfg(feature = "redis")]
+            Target::Redis(_) | Target::RedisPool(..) | Target::Sentinel(..) => Ok(()),
+            _ => Err(LockError::Config(
+                "takeover of dead holders needs one Redis server or Sentinel \
+                 (not memory, a cluster or a quorum)"
+                    .to_owned(),
+            )),
+        }
+    }
+
+    /// The wiring of the manager to build: its id names its takeover grace, if it has one.
+    pub(super) fn wiring(&self) -> (Wiring, BackgroundQueue) {
+        let Some(grace) = self.takeover_grace else {
+            return Wiring::new(new_manager_id());
+        };
+        let (mut wiring, queue) = Wiring::new(manager_id_with_grace(grace));
+        wiring.inbox_proof = Arc::new(InboxProof::new(Some((grace, drift(grace)))));
+        (wiring, queue)
+    }
+}
+
+/// A new manager id that carries the takeover grace in milliseconds: `<uuid>g<ms>`. Probes read
+/// the holder's own grace from it (`takeover.lua`), never their own.
+fn manager_id_with_grace(grace: Duration) -> Arc<str> {
+    let ms = grace.as_millis();
+    Arc::from(format!("{}g{ms}", new_manager_id()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LockManager;
+
+    #[test]
+    fn a_grace_out_of_bounds_or_without_redis_is_refused() {
+        let refused = |builder: LockManagerBuilder| match builder.check_takeover() {
+            Err(LockError::Config(why)) => why,
+            other => panic!("expected a refusal, got {other:?}"),
+        };
+        let zero = LockManager::builder().redis("redis://127.0.0.1:1");
+        assert!(refused(zero.takeover_grace(Duration::ZERO)).contains("too short"));
+        let huge = LockManager::builder().redis("redis://127.0.0.1:1");
+        assert!(refused(huge.takeover_grace(Duration::MAX)).contains("too long"));
+        let memory = LockManager::builder().takeover_grace(Duration::from_secs(1));
+        assert!(refused(memory).contains("one Redis server"));
+        let off = LockManager::builder().takeover_grace(Duration::from_secs(1));
+        assert!(off.no_takeover().check_takeover().is_ok());
+    }
+
+    #[test]
+    fn the_manager_id_names_the_grace() {
+        let id = manager_id_with_grace(Duration::from_millis(1500));
+        assert!(id.ends_with("g1500"), "{id}");
+        assert!(!id.contains(':') && !id.contains('|'));
+    }
+}

@@ -1,0 +1,82 @@
+//! Live holders whose inbox connection Redis closed: a reconnection within the grace keeps the
+//! hold (no takeover, no `lost()`); an inbox kept away gets the hold taken over, but only after
+//! the holder's `lost()` fired.
+
+use std::time::Instant;
+
+use tower_lock::{LockManager, LockOptions};
+
+use super::support::RedisServer;
+use super::{manager, wait_for_held, GRACE, LEASE, TAKEOVER_BOUND};
+
+/// The client id of the inbox (the pub/sub connection) of `m`.
+fn inbox_client(server: &RedisServer, m: &LockManager) -> String {
+    let list = server.cmd(&["CLIENT", "LIST", "TYPE", "pubsub"]);
+    let list = list.as_string().expect("CLIENT LIST");
+    let name = format!("name=tower-lock:{}", m.id());
+    let line = (list.lines())
+        .find(|line| line.split(' ').any(|field| field == name))
+        .unwrap_or_else(|| panic!("no inbox of {} in {list}", m.id()));
+    let id = line.split(' ').find_map(|field| field.strip_prefix("id="));
+    id.expect("client id").to_owned()
+}
+
+/// `CLIENT KILL` of a live holder's inbox: it reconnects within milliseconds and the watchdog
+/// renews at once, so nobody takes the hold over and its `lost()` never fires.
+pub(super) async fn an_inbox_reconnected_within_the_grace_keeps_the_hold() {
+    let server = RedisServer::start();
+    let (holder, other) = (manager(&server.url()).await, manager(&server.url()).await);
+    let guard = holder
+        .acquire("held", &LockOptions::exclusive())
+        .await
+        .unwrap();
+    let waiter = wait_for_held(&other, LockOptions::exclusive(), LEASE);
+    for _ in 0..3 {
+        let id = inbox_client(&server, &holder);
+        server.cmd(&["CLIENT", "KILL", "ID", &id]);
+        tokio::time::sleep(GRACE * 3).await;
+        assert!(!guard.is_lost(), "a reconnected holder lost its hold");
+        assert!(!waiter.is_finished(), "a live holder was taken over");
+    }
+    guard.release().await.unwrap();
+    let next = waiter
+        .await
+        .unwrap()
+        .expect("the waiter gets the released lock");
+    next.release().await.unwrap();
+}
+
+/// Redis closes a live holder's inbox and refuses it the channel from then on (its ACL user
+/// loses the channel), while its commands still work. The waiter takes the hold over after the
+/// grace; by then the holder's `lost()` has fired.
+pub(super) async fn a_holder_cut_from_its_inbox_is_lost_before_the_takeover() {
+    let server = RedisServer::start();
+    let user = ["ACL", "SETUSER", "cut", "on", ">pw", "~*", "&*", "+@all"];
+    server.cmd(&user);
+    let url = format!("redis://cut:pw@127.0.0.1:{}", server.port());
+    let holder = manager(&url).await;
+    let other = manager(&server.url()).await;
+    let guard = holder
+        .acquire("held", &LockOptions::exclusive())
+        .await
+        .unwrap();
+    let waiter = wait_for_held(&other, LockOptions::exclusive(), LEASE);
+    tokio::time::sleep(GRACE * 2).await;
+    assert!(!waiter.is_finished(), "a live holder was taken over");
+    // Redis disconnects the subscriber whose channels were taken away
+    server.cmd(&["ACL", "SETUSER", "cut", "resetchannels"]);
+    let cut = Instant::now();
+    let next = waiter
+        .await
+        .unwrap()
+        .expect("the waiter takes the hold over");
+    assert!(
+        guard.is_lost(),
+        "taken over before the holder's lost() fired"
+    );
+    let took = cut.elapsed();
+    assert!(took < TAKEOVER_BOUND, "taken over after {took:?}");
+    assert!(took < LEASE / 2, "the lease ran out instead: {took:?}");
+    next.release().await.unwrap();
+    drop(guard);
+}

@@ -1,0 +1,188 @@
+//! Takeover of dead holders (DESIGN.md, "Dead holders"): a holder whose process died is taken over
+//! after the grace, not a lease later; a holder that lives never is, unless its `lost()` fired
+//! first. The test binary runs itself as the child process, so it has a plain `main`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod live;
+
+use std::io::{BufRead, BufReader};
+use std::pin::Pin;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::RedisServer;
+use tower_lock::{LockManager, LockOptions};
+
+const CHILD_URL: &str = "TOWER_LOCK_CHILD_URL";
+const CHILD_ROLE: &str = "TOWER_LOCK_CHILD_ROLE";
+/// Long, so that a lock that passes on within a few seconds was taken over, not expired.
+const LEASE: Duration = Duration::from_secs(30);
+const GRACE: Duration = Duration::from_millis(500);
+/// How long a takeover may take on a loaded 2-core machine: far below the lease.
+const TAKEOVER_BOUND: Duration = Duration::from_secs(8);
+
+type Test = fn() -> Pin<Box<dyn std::future::Future<Output = ()>>>;
+
+fn main() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    if let (Ok(url), Ok(role)) = (std::env::var(CHILD_URL), std::env::var(CHILD_ROLE)) {
+        runtime.block_on(child(&url, &role));
+        return;
+    }
+    let tests: [(&str, Test); 6] = [
+        ("a_killed_exclusive_holder_is_taken_over", || {
+            Box::pin(a_killed_holder_is_taken_over(LockOptions::exclusive()))
+        }),
+        ("a_killed_fair_holder_is_taken_over", || {
+            Box::pin(a_killed_holder_is_taken_over(LockOptions::fair()))
+        }),
+        ("a_stopped_holder_is_not_taken_over", || {
+            Box::pin(a_stopped_holder_is_not_taken_over())
+        }),
+        ("a_holder_without_takeover_keeps_its_lease", || {
+            Box::pin(a_holder_without_takeover_keeps_its_lease())
+        }),
+        (
+            "an_inbox_reconnected_within_the_grace_keeps_the_hold",
+            || Box::pin(live::an_inbox_reconnected_within_the_grace_keeps_the_hold()),
+        ),
+        (
+            "a_holder_cut_from_its_inbox_is_lost_before_the_takeover",
+            || Box::pin(live::a_holder_cut_from_its_inbox_is_lost_before_the_takeover()),
+        ),
+    ];
+    let only = std::env::args().nth(1).filter(|arg| !arg.starts_with('-'));
+    let chosen: Vec<_> = (tests.iter())
+        .filter(|(name, _)| only.as_deref().is_none_or(|only| name.contains(only)))
+        .collect();
+    println!("\nrunning {} tests", chosen.len());
+    for (name, test) in &chosen {
+        runtime.block_on(test());
+        println!("test {name} ... ok");
+    }
+    println!("\ntest result: ok. {} passed; 0 failed\n", chosen.len());
+}
+
+/// A manager with a short takeover grace and a long lease.
+async fn manager(url: &str) -> LockManager {
+    LockManager::builder()
+        .redis(url)
+        .lease(LEASE)
+        .takeover_grace(GRACE)
+        .build()
+        .await
+        .expect("manager")
+}
+
+/// The child: hold the lock ("exclusive", "fair", or "no takeover": exclusive, by a manager with
+/// takeover off), say so, and stay until killed (or the parent goes).
+async fn child(url: &str, role: &str) {
+    let m = match role {
+        "no takeover" => LockManager::builder().redis(url).lease(LEASE).build().await,
+        _ => Ok(manager(url).await),
+    };
+    let m = m.expect("child manager");
+    let opts = match role {
+        "fair" => LockOptions::fair(),
+        _ => LockOptions::exclusive(),
+    };
+    let _guard = m.acquire("held", &opts).await.expect("child acquire");
+    println!("READY");
+    let _ = tokio::task::spawn_blocking(|| std::io::stdin().read_line(&mut String::new())).await;
+    std::process::exit(0);
+}
+
+/// The child process in `role`, once it holds the lock.
+fn spawn_holder(server: &RedisServer, role: &str) -> Child {
+    let mut child = Command::new(std::env::current_exe().expect("test binary"))
+        .env(CHILD_URL, server.url())
+        .env(CHILD_ROLE, role)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn the child process");
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("child stdout");
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read child");
+    assert_eq!(line.trim(), "READY");
+    child
+}
+
+/// A request of this process waiting for "held", until `wait` runs out.
+fn wait_for_held(
+    m: &LockManager,
+    opts: LockOptions,
+    wait: Duration,
+) -> tokio::task::JoinHandle<Result<tower_lock::LockGuard, tower_lock::LockError>> {
+    let m = m.clone();
+    tokio::spawn(async move { m.acquire("held", &opts.wait_timeout(wait)).await })
+}
+
+/// A holder killed with SIGKILL while a request of another process waits: the request gets the
+/// lock within a few seconds, though the holder's lease is 30 s.
+async fn a_killed_holder_is_taken_over(opts: LockOptions) {
+    let server = RedisServer::start();
+    let role = if opts == LockOptions::fair() {
+        "fair"
+    } else {
+        "exclusive"
+    };
+    let mut holder = spawn_holder(&server, role);
+    let m = manager(&server.url()).await;
+    let waiter = wait_for_held(&m, opts, LEASE);
+    // the waiter is in line (probes find the holder listening) before the holder dies
+    tokio::time::sleep(GRACE * 3).await;
+    assert!(!waiter.is_finished(), "the live holder was taken over");
+    holder.kill().expect("SIGKILL the holder");
+    holder.wait().expect("reap");
+    let killed = Instant::now();
+    let guard = waiter.await.unwrap().expect("the waiter gets the lock");
+    let took = killed.elapsed();
+    assert!(took < TAKEOVER_BOUND, "taken over after {took:?}");
+    assert!(!guard.is_lost());
+    guard.release().await.unwrap();
+}
+
+/// A holder frozen with SIGSTOP keeps its connections open: Redis sees it listening, so nobody
+/// takes it over; its lease governs.
+async fn a_stopped_holder_is_not_taken_over() {
+    let server = RedisServer::start();
+    let mut holder = spawn_holder(&server, "exclusive");
+    let m = manager(&server.url()).await;
+    let waiter = wait_for_held(&m, LockOptions::exclusive(), LEASE);
+    let pid = holder.id().to_string();
+    let signal = |sig: &str| {
+        let status = Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    };
+    signal("-STOP");
+    tokio::time::sleep(GRACE * 8).await;
+    assert!(!waiter.is_finished(), "a frozen holder was taken over");
+    signal("-CONT");
+    holder.kill().expect("SIGKILL the holder");
+    holder.wait().expect("reap");
+    let guard = waiter.await.unwrap().expect("taken over once killed");
+    guard.release().await.unwrap();
+}
+
+/// A holder whose manager has takeover off is never taken over, even dead: its lease governs.
+async fn a_holder_without_takeover_keeps_its_lease() {
+    let server = RedisServer::start();
+    let mut holder = spawn_holder(&server, "no takeover");
+    let m = manager(&server.url()).await;
+    holder.kill().expect("SIGKILL the holder");
+    holder.wait().expect("reap");
+    let opts = LockOptions::exclusive().wait_timeout(GRACE * 8);
+    let outcome = m.acquire("held", &opts).await;
+    assert!(
+        matches!(outcome, Err(tower_lock::LockError::Timeout { .. })),
+        "a holder without takeover was taken over: {outcome:?}"
+    );
+}
