@@ -2,7 +2,7 @@
 //! hold (no takeover, no `lost()`); an inbox kept away gets the hold taken over, but only after
 //! the holder's `lost()` fired.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tower_lock::{LockManager, LockOptions};
 
@@ -66,10 +66,24 @@ pub(super) async fn a_holder_cut_from_its_inbox_is_lost_before_the_takeover() {
     // Redis disconnects the subscriber whose channels were taken away
     server.cmd(&["ACL", "SETUSER", "cut", "resetchannels"]);
     let cut = Instant::now();
+    // a probe marks the missing holder first; the takeover comes a grace after that mark
+    let marked = loop {
+        assert!(!waiter.is_finished(), "taken over without a mark");
+        let marks = server.cmd(&["KEYS", "*:d"]).as_strings().expect("KEYS");
+        if !marks.is_empty() {
+            break Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
     let next = waiter
         .await
         .unwrap()
         .expect("the waiter takes the hold over");
+    let after_mark = marked.elapsed();
+    assert!(
+        after_mark >= GRACE - Duration::from_millis(100),
+        "taken over {after_mark:?} after the first miss"
+    );
     assert!(
         guard.is_lost(),
         "taken over before the holder's lost() fired"

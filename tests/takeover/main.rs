@@ -31,12 +31,15 @@ fn main() {
         runtime.block_on(child(&url, &role));
         return;
     }
-    let tests: [(&str, Test); 6] = [
+    let tests: [(&str, Test); 7] = [
         ("a_killed_exclusive_holder_is_taken_over", || {
             Box::pin(a_killed_holder_is_taken_over(LockOptions::exclusive()))
         }),
         ("a_killed_fair_holder_is_taken_over", || {
             Box::pin(a_killed_holder_is_taken_over(LockOptions::fair()))
+        }),
+        ("a_killed_holder_of_a_lock_hash_is_taken_over", || {
+            Box::pin(a_killed_holder_of_a_lock_hash_is_taken_over())
         }),
         ("a_stopped_holder_is_not_taken_over", || {
             Box::pin(a_stopped_holder_is_not_taken_over())
@@ -85,17 +88,23 @@ async fn child(url: &str, role: &str) {
     };
     let m = m.expect("child manager");
     let opts = match role {
-        "fair" => LockOptions::fair(),
+        "fair" | "fair reentered" => LockOptions::fair(),
         _ => LockOptions::exclusive(),
     };
-    let _guard = m.acquire("held", &opts).await.expect("child acquire");
-    println!("READY");
+    let owner = m.owner();
+    let guard = owner.acquire("held", &opts).await.expect("child acquire");
+    // a fair re-entry makes the plain lock (SET NX) a hash, whose takeover retires its block
+    let _again = match role {
+        "fair reentered" => Some(owner.acquire("held", &opts).await.expect("re-enter")),
+        _ => None,
+    };
+    println!("READY {}", guard.fencing_token());
     let _ = tokio::task::spawn_blocking(|| std::io::stdin().read_line(&mut String::new())).await;
     std::process::exit(0);
 }
 
-/// The child process in `role`, once it holds the lock.
-fn spawn_holder(server: &RedisServer, role: &str) -> Child {
+/// The child process in `role`, once it holds the lock, and the fencing token of its hold.
+fn spawn_holder_with_token(server: &RedisServer, role: &str) -> (Child, u64) {
     let mut child = Command::new(std::env::current_exe().expect("test binary"))
         .env(CHILD_URL, server.url())
         .env(CHILD_ROLE, role)
@@ -108,8 +117,16 @@ fn spawn_holder(server: &RedisServer, role: &str) -> Child {
     BufReader::new(stdout)
         .read_line(&mut line)
         .expect("read child");
-    assert_eq!(line.trim(), "READY");
-    child
+    let token = line
+        .trim()
+        .strip_prefix("READY ")
+        .expect("READY and a token");
+    (child, token.parse().expect("a token"))
+}
+
+/// The child process in `role`, once it holds the lock.
+fn spawn_holder(server: &RedisServer, role: &str) -> Child {
+    spawn_holder_with_token(server, role).0
 }
 
 /// A request of this process waiting for "held", until `wait` runs out.
@@ -125,13 +142,25 @@ fn wait_for_held(
 /// A holder killed with SIGKILL while a request of another process waits: the request gets the
 /// lock within a few seconds, though the holder's lease is 30 s.
 async fn a_killed_holder_is_taken_over(opts: LockOptions) {
-    let server = RedisServer::start();
     let role = if opts == LockOptions::fair() {
         "fair"
     } else {
         "exclusive"
     };
-    let mut holder = spawn_holder(&server, role);
+    killed_holder_taken_over(role, opts).await;
+}
+
+/// As above, for a lock the holder made a hash by re-entering it.
+async fn a_killed_holder_of_a_lock_hash_is_taken_over() {
+    killed_holder_taken_over("fair reentered", LockOptions::fair()).await;
+}
+
+/// The child in `role` holds the lock and is killed while a request with `opts` waits: the
+/// request gets it within [`TAKEOVER_BOUND`], under a token above every one of the dead
+/// holder's block.
+async fn killed_holder_taken_over(role: &str, opts: LockOptions) {
+    let server = RedisServer::start();
+    let (mut holder, token) = spawn_holder_with_token(&server, role);
     let m = manager(&server.url()).await;
     let waiter = wait_for_held(&m, opts, LEASE);
     // the waiter is in line (probes find the holder listening) before the holder dies
@@ -144,6 +173,10 @@ async fn a_killed_holder_is_taken_over(opts: LockOptions) {
     let took = killed.elapsed();
     assert!(took < TAKEOVER_BOUND, "taken over after {took:?}");
     assert!(!guard.is_lost());
+    assert!(
+        guard.fencing_token() > token + 63,
+        "token {token} handed out again"
+    );
     guard.release().await.unwrap();
 }
 
