@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use tower_lock::{LockManager, LockOptions};
 
+use super::support::proxy::Proxy;
 use super::support::RedisServer;
 use super::{manager, wait_for_held, GRACE, LEASE, TAKEOVER_BOUND};
 
@@ -92,5 +93,43 @@ pub(super) async fn a_holder_cut_from_its_inbox_is_lost_before_the_takeover() {
     assert!(took < TAKEOVER_BOUND, "taken over after {took:?}");
     assert!(took < LEASE / 2, "the lease ran out instead: {took:?}");
     next.release().await.unwrap();
+    drop(guard);
+}
+
+/// A partition between a live holder and Redis: Redis sees its inbox still subscribed, so nobody
+/// takes it over, and the lock passes on only when its lease runs out. The holder, which can no
+/// longer prove its inbox, counts its hold lost after the grace.
+pub(super) async fn a_partitioned_holder_is_not_taken_over() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let lease = Duration::from_secs(4);
+    let holder = LockManager::builder()
+        .redis(proxy.url())
+        .lease(lease)
+        .takeover_grace(GRACE)
+        .build()
+        .await
+        .expect("manager through the proxy");
+    let other = manager(&server.url()).await;
+    let guard = holder
+        .acquire("held", &LockOptions::exclusive())
+        .await
+        .unwrap();
+    let waiter = wait_for_held(&other, LockOptions::exclusive(), LEASE);
+    tokio::time::sleep(GRACE * 2).await;
+    proxy.blackhole();
+    let cut = Instant::now();
+    tokio::time::sleep(GRACE * 4).await;
+    assert!(
+        guard.is_lost(),
+        "a holder that cannot prove its inbox kept its hold"
+    );
+    assert!(!waiter.is_finished(), "a partitioned holder was taken over");
+    let next = waiter.await.unwrap().expect("the lease runs out");
+    // renewed every lease/3 before the cut: the lease ran out 2/3 of a lease after it at least
+    let took = cut.elapsed();
+    assert!(took >= lease * 2 / 3, "passed on {took:?} after the cut");
+    next.release().await.unwrap();
+    proxy.heal();
     drop(guard);
 }

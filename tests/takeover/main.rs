@@ -5,6 +5,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+#[cfg(feature = "axum")]
+mod layer;
 mod live;
 
 use std::io::{BufRead, BufReader};
@@ -31,7 +33,7 @@ fn main() {
         runtime.block_on(child(&url, &role));
         return;
     }
-    let tests: [(&str, Test); 7] = [
+    let mut tests: Vec<(&str, Test)> = vec![
         ("a_killed_exclusive_holder_is_taken_over", || {
             Box::pin(a_killed_holder_is_taken_over(LockOptions::exclusive()))
         }),
@@ -55,7 +57,15 @@ fn main() {
             "a_holder_cut_from_its_inbox_is_lost_before_the_takeover",
             || Box::pin(live::a_holder_cut_from_its_inbox_is_lost_before_the_takeover()),
         ),
+        ("a_partitioned_holder_is_not_taken_over", || {
+            Box::pin(live::a_partitioned_holder_is_not_taken_over())
+        }),
     ];
+    #[cfg(feature = "axum")]
+    tests.push((
+        "a_request_through_the_layer_gets_a_killed_holders_lock",
+        || Box::pin(layer::a_request_through_the_layer_gets_a_killed_holders_lock()),
+    ));
     let only = std::env::args().nth(1).filter(|arg| !arg.starts_with('-'));
     let chosen: Vec<_> = (tests.iter())
         .filter(|(name, _)| only.as_deref().is_none_or(|only| name.contains(only)))
@@ -92,7 +102,12 @@ async fn child(url: &str, role: &str) {
         _ => LockOptions::exclusive(),
     };
     let owner = m.owner();
-    let guard = owner.acquire("held", &opts).await.expect("child acquire");
+    let key = if role == "account" {
+        "accounts/7"
+    } else {
+        "held"
+    };
+    let guard = owner.acquire(key, &opts).await.expect("child acquire");
     // a fair re-entry makes the plain lock (SET NX) a hash, whose takeover retires its block
     let _again = match role {
         "fair reentered" => Some(owner.acquire("held", &opts).await.expect("re-enter")),
