@@ -132,6 +132,7 @@ pub use layer::{LockLayer, LockService};
 pub use manager::{
     LockGuard, LockInfo, LockManager, LockManagerBuilder, LockOwner, DEFAULT_COMMAND_TIMEOUT,
     DEFAULT_FAIR_EVICTION, DEFAULT_LEASE, DEFAULT_LIST_LIMIT, DEFAULT_NODE_TIMEOUT,
+    DEFAULT_TAKEOVER_GRACE,
 };
 pub use options::{Lease, LockOptions, Mode};
 pub use request::{

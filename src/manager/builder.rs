@@ -16,6 +16,8 @@ mod endpoints;
 mod label;
 mod takeover;
 
+pub use takeover::DEFAULT_TAKEOVER_GRACE;
+
 #[cfg(feature = "redis")]
 use endpoints::resolve_all;
 

@@ -34,7 +34,9 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-pub use builder::{LockManagerBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_NODE_TIMEOUT};
+pub use builder::{
+    LockManagerBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_NODE_TIMEOUT, DEFAULT_TAKEOVER_GRACE,
+};
 pub(crate) use guard::Releaser;
 pub use guard::{LockGuard, LockInfo};
 pub use inspect::DEFAULT_LIST_LIMIT;

@@ -2,7 +2,8 @@
 //! for 4 locks, in exclusive (each process handing locks on between its tasks in memory: lock
 //! cohorting, the default), uncohorted (exclusive, every hold through Redis), fair, read-groups
 //! (reads of one read/write lock with `cohort_order`, each process's reads sharing read holds,
-//! and one write in four) and quorum (3 masters) modes, while a seeded fault schedule
+//! and one write in four), quorum (3 masters), and takeover (exclusive and fair, with the takeover
+//! of dead holders: a killed holder's locks pass on after 300 ms) modes, while a seeded fault schedule
 //! kills Redis connections, restarts Redis (empty, from an RDB snapshot, from an `everysec` AOF cut
 //! back by its last second), freezes Redis or a client process, kills a client process (and starts
 //! a new one in its place), and cuts, delays or partitions a client from Redis or from one quorum
@@ -42,6 +43,9 @@ const KEYS: usize = 4;
 /// Short, so that the faults (pauses, partitions) outlast leases within the time budget.
 const LEASE: Duration = Duration::from_secs(2);
 const EVICTION: Duration = Duration::from_secs(1);
+/// The takeover modes' grace: well inside the lease, so that a killed holder's locks pass on
+/// by takeover, not by expiry.
+const TAKEOVER_GRACE: Duration = Duration::from_millis(300);
 const COMMAND_TIMEOUT: Duration = Duration::from_millis(500);
 const NODE_TIMEOUT: Duration = Duration::from_millis(300);
 const WAIT: Duration = Duration::from_secs(5);
@@ -56,15 +60,21 @@ enum Mode {
     Fair,
     ReadGroups,
     Quorum,
+    /// Exclusive, with takeover of dead holders: killed holders pass on after the grace.
+    Takeover,
+    /// Fair, with takeover of dead holders.
+    FairTakeover,
 }
 
 impl Mode {
-    const ALL: [Mode; 5] = [
+    const ALL: [Mode; 7] = [
         Mode::Exclusive,
         Mode::Uncohorted,
         Mode::Fair,
         Mode::ReadGroups,
         Mode::Quorum,
+        Mode::Takeover,
+        Mode::FairTakeover,
     ];
 
     fn name(self) -> &'static str {
@@ -74,6 +84,8 @@ impl Mode {
             Mode::Fair => "fair",
             Mode::ReadGroups => "read-groups",
             Mode::Quorum => "quorum",
+            Mode::Takeover => "takeover",
+            Mode::FairTakeover => "fair-takeover",
         }
     }
 
@@ -95,9 +107,11 @@ impl Mode {
     /// The options of a hold that excludes every other of the mode.
     fn excluding(self) -> LockOptions {
         match self {
-            Mode::Fair => LockOptions::fair(),
+            Mode::Fair | Mode::FairTakeover => LockOptions::fair(),
             Mode::ReadGroups => LockOptions::write(),
-            Mode::Exclusive | Mode::Uncohorted | Mode::Quorum => LockOptions::exclusive(),
+            Mode::Exclusive | Mode::Uncohorted | Mode::Quorum | Mode::Takeover => {
+                LockOptions::exclusive()
+            }
         }
     }
 
@@ -128,6 +142,9 @@ async fn manager(mode: Mode, urls: &[String]) -> Result<LockManager, LockError> 
         Mode::Quorum => builder.quorum(urls).node_timeout(NODE_TIMEOUT),
         Mode::Uncohorted => builder.redis(&urls[0]).local_handoffs(0),
         Mode::Exclusive | Mode::Fair | Mode::ReadGroups => builder.redis(&urls[0]),
+        Mode::Takeover | Mode::FairTakeover => {
+            builder.redis(&urls[0]).takeover_grace(TAKEOVER_GRACE)
+        }
     }
     .build()
     .await

@@ -76,8 +76,15 @@ local function probe(lock)
     redis.call('DEL', mark)
     return 0
   end
-  -- a mark another hold left, or one a restart or failover brought back, is no mark
-  run_id = run_id or string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+  -- a mark another hold left, or one a restart or failover brought back, is no mark; a user
+  -- whose ACL refuses INFO cannot tell, and takes nothing over
+  if not run_id then
+    local info = redis.pcall('INFO', 'server')
+    run_id = type(info) == 'string' and string.match(info, 'run_id:(%x+)') or false
+  end
+  if not run_id then
+    return 0
+  end
   local since, run, marked = string.match(redis.call('GET', mark) or '', '^(%d+) (%x+) (.*)$')
   if run ~= run_id or marked ~= hold then
     local ttl = math.max(redis.call('PTTL', lock), 1)

@@ -11,6 +11,11 @@ use crate::error::LockError;
 use crate::inbox_proof::InboxProof;
 use crate::manager::new_manager_id;
 
+/// The grace of [`LockManagerBuilder::takeover`]: a killed holder's lock passes on within 2 s
+/// (BENCHMARKS.md, "Dead holders": a grace of 1 s came too close), and a live holder's inbox
+/// has 750 ms to prove itself, which three PINGs share.
+pub const DEFAULT_TAKEOVER_GRACE: Duration = Duration::from_millis(750);
+
 /// The shortest takeover grace: the inbox PINGs three times per grace while it holds locks.
 const MIN_GRACE: Duration = Duration::from_millis(100);
 
@@ -31,6 +36,13 @@ impl LockManagerBuilder {
     pub fn takeover_grace(mut self, grace: Duration) -> Self {
         self.takeover_grace = Some(grace);
         self
+    }
+
+    /// Let other managers end this manager's exclusive and fair holds once its process has been
+    /// seen dead for [`DEFAULT_TAKEOVER_GRACE`] (750 ms): see
+    /// [`takeover_grace`](Self::takeover_grace). Off by default.
+    pub fn takeover(self) -> Self {
+        self.takeover_grace(DEFAULT_TAKEOVER_GRACE)
     }
 
     /// Turn the takeover of dead holders off (the default): every hold lasts until it is
