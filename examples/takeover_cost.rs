@@ -7,7 +7,9 @@
 //!
 //! For 1, 100 and 10,000 requests, each waiting for its own lock held by another manager (both
 //! live), the Redis commands per second while they wait, with takeover on (grace 1 s: probes of
-//! the waiting manager, PINGs of the holding one) and off, and of those the EVALSHAs and PINGs.
+//! the waiting manager, PINGs of both) and off; of those with takeover, the EVALSHAs and PINGs,
+//! and the milliseconds per second Redis spent running scripts. Redis counts the commands a
+//! script runs among the commands it processed.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -35,24 +37,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("commands/s while requests wait, each for its own held lock ({WINDOW:?} windows)");
     println!(
         "{:>8} {:>10} {:>22} {:>10}",
-        "waiting", "takeover", "all (evalsha, ping)", "off"
+        "waiting", "takeover", "all (evalsha, ping, script ms)", "off"
     );
     for waiting in [1, 100, 10_000] {
         let on = rates(&url, &mut conn, waiting, true).await?;
         let off = rates(&url, &mut conn, waiting, false).await?;
-        let on_detail = format!("{:.1} ({:.1}, {:.1})", on[0], on[1], on[2]);
+        let on_detail = format!("{:.1} ({:.1}, {:.1}, {:.1})", on[0], on[1], on[2], on[3]);
         println!("{waiting:>8} {:>10} {on_detail:>22} {:>10.1}", "on", off[0]);
     }
     Ok(())
 }
 
-/// Commands, EVALSHAs and PINGs per second while `waiting` requests wait.
+/// Commands, EVALSHAs and PINGs per second while `waiting` requests wait, and ms per second
+/// Redis spent running scripts.
 async fn rates(
     url: &str,
     conn: &mut MultiplexedConnection,
     waiting: usize,
     takeover: bool,
-) -> Result<[f64; 3], Box<dyn std::error::Error>> {
+) -> Result<[f64; 4], Box<dyn std::error::Error>> {
     let manager = || {
         let builder = LockManager::builder().redis(url);
         match takeover {
@@ -90,17 +93,18 @@ async fn rates(
     }
     holder.shutdown().await?;
     waiter.shutdown().await?;
-    let per_second = |i: usize| (after[i] - before[i]) as f64 / WINDOW.as_secs_f64();
+    let per_second = |i: usize| after[i].saturating_sub(before[i]) as f64 / WINDOW.as_secs_f64();
     // the two INFO calls of this measurement are not the crate's
     Ok([
         per_second(0) - 2.0 / WINDOW.as_secs_f64(),
         per_second(1),
         per_second(2),
+        per_second(3) / 1000.0,
     ])
 }
 
-/// Commands processed, EVALSHA calls and PING calls so far.
-async fn counts(conn: &mut MultiplexedConnection) -> redis::RedisResult<[u64; 3]> {
+/// Commands processed, EVALSHA calls, PING calls and µs Redis spent in EVALSHA so far.
+async fn counts(conn: &mut MultiplexedConnection) -> redis::RedisResult<[u64; 4]> {
     let stats: String = redis::cmd("INFO").arg("stats").query_async(conn).await?;
     let commands: String = redis::cmd("INFO")
         .arg("commandstats")
@@ -108,14 +112,16 @@ async fn counts(conn: &mut MultiplexedConnection) -> redis::RedisResult<[u64; 3]
         .await?;
     let field = |text: &str, line: &str, field: &str| {
         let rest = text.lines().find_map(|l| l.strip_prefix(line));
-        let value = rest.and_then(|rest| rest.split(field).nth(1).or(Some(rest)));
+        // (`field` is never empty: `split("")` would cut between every character)
+        let value = rest.map(|rest| rest.split_once(field).map_or(rest, |(_, v)| v));
         value
             .and_then(|v| v.split(',').next()?.trim().parse().ok())
             .unwrap_or(0)
     };
     Ok([
-        field(&stats, "total_commands_processed:", ""),
+        field(&stats, "total_commands_processed", ":"),
         field(&commands, "cmdstat_evalsha:", "calls="),
         field(&commands, "cmdstat_ping:", "calls="),
+        field(&commands, "cmdstat_evalsha:", "usec="),
     ])
 }

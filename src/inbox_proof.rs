@@ -113,11 +113,12 @@ impl InboxProof {
         Some(base.checked_add(allowance).unwrap_or(base))
     }
 
-    /// How often the inbox must prove itself now: `None` while takeover is off or no hold counts
-    /// on it.
-    pub(crate) fn due_every(&self) -> Option<Duration> {
+    /// How often the inbox must prove itself now: a third of the grace while holds count on it
+    /// or requests of the manager `wait` (a grant's hold counts from before it was granted, and
+    /// must find a fresh proof); `None` while takeover is off, or nothing holds or waits.
+    pub(crate) fn due_every(&self, wait: bool) -> Option<Duration> {
         let grace = self.grace?;
-        (self.holds.load(Ordering::SeqCst) > 0).then(|| grace / PROOFS_PER_GRACE)
+        (wait || self.holds.load(Ordering::SeqCst) > 0).then(|| grace / PROOFS_PER_GRACE)
     }
 
     /// A lost signal counts on these proofs until [`InboxProof::forgotten`].
@@ -174,12 +175,13 @@ mod tests {
         let proof = InboxProof::new(None);
         proof.counted_on();
         assert_eq!(proof.deadline(Instant::now()), None);
-        assert_eq!(proof.due_every(), None);
+        assert_eq!(proof.due_every(true), None);
         let on = InboxProof::new(Some((GRACE, DRIFT)));
-        assert_eq!(on.due_every(), None);
+        assert_eq!(on.due_every(false), None);
+        assert_eq!(on.due_every(true), Some(GRACE / 3));
         on.counted_on();
-        assert_eq!(on.due_every(), Some(GRACE / 3));
+        assert_eq!(on.due_every(false), Some(GRACE / 3));
         on.forgotten();
-        assert_eq!(on.due_every(), None);
+        assert_eq!(on.due_every(false), None);
     }
 }

@@ -255,24 +255,31 @@ impl Inbox {
         }
     }
 
-    /// How often the inbox looks whether a check of its connection is due: half the command
-    /// timeout, within [`MIN_WAITING_KEEPALIVE`] and [`KEEPALIVE`], or a third of the takeover
-    /// grace if that is shorter. A look sends nothing.
+    /// How often the inbox looks whether a check of its connection is due: every
+    /// [`waiting_look`](Self::waiting_look), or every third of the takeover grace if that is
+    /// shorter. A look sends nothing.
     fn waiting_keepalive(&self) -> Duration {
-        let look = (self.timeout / 2).clamp(MIN_WAITING_KEEPALIVE, KEEPALIVE);
+        let look = self.waiting_look();
         // a hold that may be taken over needs a proof within a third of the grace of its start
         let grace = self.proof.grace().map(|grace| grace / 3);
         grace.map_or(look, |every| every.min(look))
     }
 
-    /// Whether the connection is to be checked now, its last check made at `checked`: at every
-    /// look while requests of this process wait (a frozen server then ends their waits within
-    /// one and a half command timeouts, with at most one PING a second at the default), every
-    /// third of the takeover grace while holds count on the inbox's proofs, else every
-    /// [`KEEPALIVE`].
+    /// How often the connection is checked while requests wait: half the command timeout,
+    /// within [`MIN_WAITING_KEEPALIVE`] and [`KEEPALIVE`].
+    fn waiting_look(&self) -> Duration {
+        (self.timeout / 2).clamp(MIN_WAITING_KEEPALIVE, KEEPALIVE)
+    }
+
+    /// Whether the connection is to be checked now, its last check made at `checked`: every
+    /// [`waiting_look`](Self::waiting_look) while requests of this process wait (a frozen server
+    /// then ends their waits within one and a half command timeouts, with at most one PING a
+    /// second at the default), every third of the takeover grace while holds count on the
+    /// inbox's proofs or requests wait, else every [`KEEPALIVE`].
     fn check_due(&self, checked: Instant) -> bool {
-        let proof_due = (self.proof.due_every()).is_some_and(|every| checked.elapsed() >= every);
-        self.postman.waiters.len() > 0 || checked.elapsed() >= KEEPALIVE || proof_due
+        let (elapsed, waiting) = (checked.elapsed(), self.postman.waiters.len() > 0);
+        let proof_due = (self.proof.due_every(waiting)).is_some_and(|every| elapsed >= every);
+        (waiting && elapsed >= self.waiting_look()) || proof_due || elapsed >= KEEPALIVE
     }
 
     /// Whether the connection still answers a check ([`answers`](Self::answers)). One left

@@ -30,8 +30,8 @@ impl LockManagerBuilder {
     /// manager that sees it missing twice, `grace` apart, with no renewal between, ends the hold
     /// as a release would. A live holder whose inbox connection went away learns first: its
     /// guard's `lost()` fires one grace (less the drift allowance) after its inbox last proved
-    /// itself, unless it reconnects and renews before. While it holds locks, the manager PINGs
-    /// its inbox every third of the grace. One Redis server or Sentinel only; from 100 ms to 1 h.
+    /// itself, unless it reconnects and renews before. While it holds or waits for locks, the
+    /// manager PINGs its inbox every third of the grace. One Redis server or Sentinel only; from 100 ms to 1 h.
     /// [`build`](Self::build) refuses others with [`LockError::Config`].
     pub fn takeover_grace(mut self, grace: Duration) -> Self {
         self.takeover_grace = Some(grace);
