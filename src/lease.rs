@@ -249,6 +249,32 @@ mod tests {
     }
 
     #[test]
+    fn a_hold_that_may_be_taken_over_is_lost_a_grace_after_its_last_proof() {
+        let grace = Duration::from_millis(100);
+        let proof = Arc::new(InboxProof::new(Some((grace, Duration::from_millis(3)))));
+        let now = Instant::now();
+        let earlier = now - Duration::from_millis(500);
+        proof.subscribed(earlier, earlier);
+        let lost = LostSignal::new(Arc::from("k"), Some(now + Duration::from_secs(30)));
+        lost.watch_takeover(&proof, now);
+        assert!(!lost.is_lost());
+        assert_eq!(proof.due_every(false), Some(grace / 3));
+        // made long ago, renewed now: the renewal moves the deadline
+        let old = LostSignal::new(Arc::from("k"), Some(now + Duration::from_secs(30)));
+        old.watch_takeover(&proof, earlier + Duration::from_millis(1));
+        old.renewed(now);
+        assert!(!old.is_lost());
+        // neither renewed nor proven for a grace: lost, for good
+        let stale = LostSignal::new(Arc::from("k"), Some(now + Duration::from_secs(30)));
+        stale.watch_takeover(&proof, earlier + Duration::from_millis(1));
+        assert!(stale.is_lost());
+        stale.renewed(now);
+        assert!(stale.is_lost());
+        drop((lost, old, stale));
+        assert_eq!(proof.due_every(false), None);
+    }
+
+    #[test]
     fn a_ceiling_bounds_a_lease_that_does_not_run_out_by_time() {
         let at = Instant::now() + Duration::from_secs(3);
         let lost = LostSignal::new(Arc::from("k"), None).capped(Some(at));
