@@ -350,10 +350,8 @@ impl<'a> Acquisition<'a> {
         };
         // the server answered the call that made this hold: it held it after `since`
         lost.prove(since);
-        if !self.mode.is_shared() {
-            // an exclusive or fair hold may be taken over once its holder is seen dead
-            lost.watch_takeover(&self.shared.inbox_proof, since);
-        }
+        // the hold may be taken over once its holder is seen dead
+        lost.watch_takeover(&self.shared.inbox_proof, since);
         let info = LockInfo::new(key.clone(), token, lost.clone());
         let number = self.shared.live.insert(Hold {
             key,

@@ -142,8 +142,8 @@ pub(crate) struct Shared {
     read_groups: Arc<ReadGroups>,
     /// The servers a readiness probe asks.
     ready: Arc<Readiness>,
-    /// What the inbox proves of its subscription: the takeover deadline of exclusive and fair
-    /// holds counts from it (takeover off: it proves nothing, and no hold counts on it).
+    /// What the inbox proves of its subscription: the takeover deadline of every hold counts
+    /// from it (takeover off: it proves nothing, and no hold counts on it).
     pub(crate) inbox_proof: Arc<InboxProof>,
 }
 

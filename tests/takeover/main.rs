@@ -43,6 +43,15 @@ fn main() {
         ("a_killed_holder_of_a_lock_hash_is_taken_over", || {
             Box::pin(a_killed_holder_of_a_lock_hash_is_taken_over())
         }),
+        ("a_killed_write_holder_is_taken_over", || {
+            Box::pin(killed_holder_taken_over("write", LockOptions::write()))
+        }),
+        ("a_killed_permit_holder_is_taken_over", || {
+            Box::pin(killed_holder_taken_over(
+                "permit",
+                LockOptions::semaphore(1),
+            ))
+        }),
         ("a_stopped_holder_is_not_taken_over", || {
             Box::pin(a_stopped_holder_is_not_taken_over())
         }),
@@ -55,7 +64,23 @@ fn main() {
         ),
         (
             "a_holder_cut_from_its_inbox_is_lost_before_the_takeover",
-            || Box::pin(live::a_holder_cut_from_its_inbox_is_lost_before_the_takeover()),
+            || {
+                Box::pin(
+                    live::a_holder_cut_from_its_inbox_is_lost_before_the_takeover(
+                        LockOptions::exclusive(),
+                    ),
+                )
+            },
+        ),
+        (
+            "a_write_holder_cut_from_its_inbox_is_lost_before_the_takeover",
+            || {
+                Box::pin(
+                    live::a_holder_cut_from_its_inbox_is_lost_before_the_takeover(
+                        LockOptions::write(),
+                    ),
+                )
+            },
         ),
         ("a_partitioned_holder_is_not_taken_over", || {
             Box::pin(live::a_partitioned_holder_is_not_taken_over())
@@ -99,6 +124,8 @@ async fn child(url: &str, role: &str) {
     let m = m.expect("child manager");
     let opts = match role {
         "fair" | "fair reentered" => LockOptions::fair(),
+        "write" => LockOptions::write(),
+        "permit" => LockOptions::semaphore(1),
         _ => LockOptions::exclusive(),
     };
     let owner = m.owner();

@@ -167,12 +167,13 @@ local function listens(prefix, manager, heard)
   return known ~= false
 end
 
--- A renewal by the holder deletes the takeover mark of `lock` (DESIGN.md, "Dead holders"): a
--- probe that saw the holder's manager missing before it no longer counts. Only a holder whose
--- manager id names a grace ('<uuid>g<ms>') can have one; `owner` may be a plain lock's value.
-local function clear_mark(lock, owner)
+-- A renewal by the holder deletes the takeover mark of its hold, the key `mark` (DESIGN.md, "Dead
+-- holders": '<lock>:d', or '<lock>:d:<owner>' for a shared hold): a probe that saw the holder's
+-- manager missing before it no longer counts. Only a holder whose manager id names a grace
+-- ('<uuid>g<ms>') can have one; `owner` may be a plain lock's value.
+local function clear_mark(mark, owner)
   if string.find(owner, 'g%d+:') then
-    redis.call('DEL', lock .. ':d')
+    redis.call('DEL', mark)
   end
 end
 

@@ -23,23 +23,24 @@ const MIN_GRACE: Duration = Duration::from_millis(100);
 const MAX_GRACE: Duration = Duration::from_secs(3600);
 
 impl LockManagerBuilder {
-    /// Let other managers end this manager's exclusive and fair holds once its process has been
-    /// seen dead for `grace` (default: off, the holds then last until their lease runs out).
+    /// Let other managers end this manager's holds (every mode) once its process has been seen
+    /// dead for `grace` (default: off, the holds then last until their lease runs out).
     ///
     /// A process that dies closes its connections, and Redis sees its inbox go at once. A waiting
     /// manager that sees it missing twice, `grace` apart, with no renewal between, ends the hold
     /// as a release would. A live holder whose inbox connection went away learns first: its
     /// guard's `lost()` fires one grace (less the drift allowance) after its inbox last proved
     /// itself, unless it reconnects and renews before. While it holds or waits for locks, the
-    /// manager PINGs its inbox every third of the grace. One Redis server or Sentinel only; from 100 ms to 1 h.
-    /// [`build`](Self::build) refuses others with [`LockError::Config`].
+    /// manager PINGs its inbox every third of the grace. Only managers with a grace probe
+    /// holders: give every manager of a namespace the same. One Redis server or Sentinel only;
+    /// from 100 ms to 1 h. [`build`](Self::build) refuses others with [`LockError::Config`].
     pub fn takeover_grace(mut self, grace: Duration) -> Self {
         self.takeover_grace = Some(grace);
         self
     }
 
-    /// Let other managers end this manager's exclusive and fair holds once its process has been
-    /// seen dead for [`DEFAULT_TAKEOVER_GRACE`] (750 ms): see
+    /// Let other managers end this manager's holds (every mode) once its process has been seen
+    /// dead for [`DEFAULT_TAKEOVER_GRACE`] (750 ms): see
     /// [`takeover_grace`](Self::takeover_grace). Off by default.
     pub fn takeover(self) -> Self {
         self.takeover_grace(DEFAULT_TAKEOVER_GRACE)
