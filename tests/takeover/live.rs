@@ -131,3 +131,27 @@ pub(super) async fn a_partitioned_holder_is_not_taken_over() {
     proxy.heal();
     drop(guard);
 }
+
+/// A fair grant whose claim its watchdog has not extended yet, when Redis closes the new
+/// holder's inbox: the reconnection extends the claim at once, so the grant is neither lost nor
+/// taken over.
+pub(super) async fn a_fresh_fair_grant_survives_an_inbox_reconnection() {
+    let server = RedisServer::start();
+    let (first, second) = (manager(&server.url()).await, manager(&server.url()).await);
+    let held = first.acquire("held", &LockOptions::fair()).await.unwrap();
+    let waiter = wait_for_held(&second, LockOptions::fair(), LEASE);
+    while second.queued() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    held.release().await.unwrap();
+    let granted = waiter.await.unwrap().expect("the grant");
+    // at once, before a heartbeat round extends the claim
+    let id = inbox_client(&server, &second);
+    server.cmd(&["CLIENT", "KILL", "ID", &id]);
+    tokio::time::sleep(GRACE * 3).await;
+    assert!(
+        !granted.is_lost(),
+        "a reconnected grant counted itself lost"
+    );
+    granted.release().await.unwrap();
+}
