@@ -6,11 +6,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::backend::LockParty;
 use crate::ids::{IdMap, OwnerId};
 use crate::lease::LostSignal;
 use crate::options::Mode;
 use crate::telemetry;
 use crate::waiters::LockId;
+use crate::watchdog::FixedHolds;
 
 /// One hold of a lock by one owner: what releasing it needs.
 #[derive(Debug, Clone)]
@@ -57,6 +59,12 @@ impl Hold {
             ..self.clone()
         }
     }
+}
+
+/// What lists the holds of `live` with a fixed lease, for the watchdog.
+pub(super) fn fixed_holds(live: &Arc<LiveHolds>) -> FixedHolds {
+    let live = live.clone();
+    FixedHolds(Box::new(move || live.fixed()))
 }
 
 /// The holds of the live guards, by a number of their own.
@@ -186,6 +194,19 @@ impl LiveHolds {
                 && other.token == released.token
         });
         orphans.for_each(|orphan| orphan.lost.fire());
+    }
+
+    /// The backend's holds with a fixed lease (not kept by the watchdog), once each, with their
+    /// lost signals: renewals that change no lease still delete their takeover marks.
+    pub(crate) fn fixed(&self) -> Vec<(LockParty, Arc<LostSignal>)> {
+        let table = self.table();
+        let fixed =
+            (table.holds.values()).filter(|hold| !hold.watched && hold.through == Through::Backend);
+        let party = |hold: &Hold| LockParty {
+            id: hold.id.clone(),
+            owner: hold.owner.as_arc().clone(),
+        };
+        fixed.map(|hold| (party(hold), hold.lost.clone())).collect()
     }
 
     /// Take every hold out.

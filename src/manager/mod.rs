@@ -44,7 +44,7 @@ pub use owner::LockOwner;
 
 use closing::Closing;
 use cohort::Cohorts;
-use live::LiveHolds;
+use live::{fixed_holds, LiveHolds};
 use outage::Outage;
 use read_group::ReadGroups;
 use turns::Turns;
@@ -131,7 +131,7 @@ pub(crate) struct Shared {
     /// Closed by the shutdown; counts the acquisitions running.
     closing: Closing,
     /// The holds of the live guards (the shutdown releases them).
-    live: LiveHolds,
+    live: Arc<LiveHolds>,
     /// The attempts of each owner on each lock, one at a time.
     turns: Arc<Turns>,
     /// Whether the backend is known unreachable (for logging an outage once).
@@ -156,6 +156,7 @@ impl Shared {
         inbox_stop: Option<InboxStop>,
     ) -> Self {
         let leases = Arc::new(Leases::default());
+        let live = Arc::new(LiveHolds::default());
         let queued = Arc::new(Queued::default());
         let claims = Arc::new(Claims::default());
         let cohorts = Arc::new(Cohorts::new(timing.handoffs));
@@ -174,6 +175,7 @@ impl Shared {
             stopped,
             outages: wiring.outages.clone(),
             probes: wiring.inbox_proof.grace().is_some(),
+            fixed: fixed_holds(&live),
             wait_ages: wait_age_report(
                 wiring.waiters.clone(),
                 cohorts.clone(),
@@ -196,7 +198,7 @@ impl Shared {
             watchdog: WatchdogTask::new(watchdog, queue, stop),
             inbox_stop: Mutex::new(inbox_stop),
             closing: Closing::default(),
-            live: LiveHolds::default(),
+            live,
             turns: Arc::default(),
             outage: Outage::new(wiring.outages.clone()),
             cohorts,

@@ -8,6 +8,7 @@
 //! caller went away.
 
 mod claims;
+mod fixed;
 mod leases;
 mod probes;
 mod queued;
@@ -24,6 +25,7 @@ use crate::background::BackgroundQueue;
 use crate::waiters::WaitRegistry;
 use claims::extend_claims;
 pub(crate) use claims::Claims;
+pub(crate) use fixed::FixedHolds;
 pub(crate) use leases::{HoldStart, Leases};
 pub(crate) use queued::Queued;
 
@@ -57,6 +59,8 @@ pub(crate) struct Watchdog {
     /// Whether the holders of the locks local requests wait for are probed for death (the
     /// manager has a takeover grace).
     pub(crate) probes: bool,
+    /// The holds with a fixed lease, which renewal rounds touch while `probes` is on.
+    pub(crate) fixed: FixedHolds,
 }
 
 /// What sets a manager's oldest-wait gauge.
@@ -118,14 +122,22 @@ impl Watchdog {
         }
     }
 
-    /// Renew every lease.
+    /// Renew every lease; with takeover on, touch every hold with a fixed lease too.
     fn renewal_round(&self) -> BoxFuture<'static, ()> {
-        Box::pin(renew_all(
-            self.backend.clone(),
+        let backend = self.backend.clone();
+        let renewals = renew_all(
+            backend.clone(),
             self.leases.clone(),
             self.lease,
             self.outages.clone(),
-        ))
+        );
+        let fixed = match self.probes {
+            true => (self.fixed.0)(),
+            false => Vec::new(),
+        };
+        Box::pin(async move {
+            futures_util::future::join(renewals, fixed::touch_fixed(backend, fixed)).await;
+        })
     }
 
     /// Heartbeat every queued fair waiter.

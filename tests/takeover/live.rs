@@ -155,3 +155,30 @@ pub(super) async fn a_fresh_fair_grant_survives_an_inbox_reconnection() {
     );
     granted.release().await.unwrap();
 }
+
+/// `CLIENT KILL` of the inbox of a holder whose hold has a fixed lease (the watchdog never
+/// renews it): the renewal round after the reconnection still deletes its mark and moves its
+/// takeover deadline on, so it is neither lost nor taken over.
+pub(super) async fn a_fixed_lease_hold_survives_an_inbox_reconnection() {
+    let server = RedisServer::start();
+    let (holder, other) = (manager(&server.url()).await, manager(&server.url()).await);
+    let fixed = LockOptions::exclusive().lease(LEASE);
+    let guard = holder.acquire("held", &fixed).await.unwrap();
+    let waiter = wait_for_held(&other, LockOptions::exclusive(), LEASE);
+    for _ in 0..2 {
+        let id = inbox_client(&server, &holder);
+        server.cmd(&["CLIENT", "KILL", "ID", &id]);
+        tokio::time::sleep(GRACE * 3).await;
+        assert!(
+            !guard.is_lost(),
+            "a reconnected fixed-lease hold counted itself lost"
+        );
+        assert!(!waiter.is_finished(), "a live holder was taken over");
+    }
+    guard.release().await.unwrap();
+    let next = waiter
+        .await
+        .unwrap()
+        .expect("the waiter gets the released lock");
+    next.release().await.unwrap();
+}

@@ -85,6 +85,9 @@ fn main() {
         ("a_fresh_fair_grant_survives_an_inbox_reconnection", || {
             Box::pin(live::a_fresh_fair_grant_survives_an_inbox_reconnection())
         }),
+        ("a_fixed_lease_hold_survives_an_inbox_reconnection", || {
+            Box::pin(live::a_fixed_lease_hold_survives_an_inbox_reconnection())
+        }),
         ("a_partitioned_holder_is_not_taken_over", || {
             Box::pin(live::a_partitioned_holder_is_not_taken_over())
         }),
