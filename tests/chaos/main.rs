@@ -24,16 +24,18 @@ mod check;
 mod client;
 mod faults;
 mod flood;
+mod mode;
 mod rng;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use mode::Mode;
 use rng::Rng;
 use support::proxy::Proxy;
 use support::{RedisServer, Reply};
-use tower_lock::{LockError, LockManager, LockOptions};
+use tower_lock::{LockError, LockManager};
 
 /// Set in a client process's environment: the index of the client.
 const CLIENT_ENV: &str = "CHAOS_CLIENT";
@@ -52,77 +54,6 @@ const WAIT: Duration = Duration::from_secs(5);
 /// How much longer than its wait timeout an acquire may take (a loaded 2-core machine).
 const LATE_MARGIN: Duration = Duration::from_secs(2);
 const DEFAULT_SECONDS: u64 = 40;
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Mode {
-    Exclusive,
-    Uncohorted,
-    Fair,
-    ReadGroups,
-    Quorum,
-    /// Exclusive, with takeover of dead holders: killed holders pass on after the grace.
-    Takeover,
-    /// Fair, with takeover of dead holders.
-    FairTakeover,
-}
-
-impl Mode {
-    const ALL: [Mode; 7] = [
-        Mode::Exclusive,
-        Mode::Uncohorted,
-        Mode::Fair,
-        Mode::ReadGroups,
-        Mode::Quorum,
-        Mode::Takeover,
-        Mode::FairTakeover,
-    ];
-
-    fn name(self) -> &'static str {
-        match self {
-            Mode::Exclusive => "exclusive",
-            Mode::Uncohorted => "uncohorted",
-            Mode::Fair => "fair",
-            Mode::ReadGroups => "read-groups",
-            Mode::Quorum => "quorum",
-            Mode::Takeover => "takeover",
-            Mode::FairTakeover => "fair-takeover",
-        }
-    }
-
-    fn parse(name: &str) -> Mode {
-        Mode::ALL
-            .into_iter()
-            .find(|m| m.name() == name.trim())
-            .unwrap_or_else(|| panic!("unknown chaos mode {name:?}"))
-    }
-
-    /// The options of the next acquisition; whether it is a read (which excludes writes only).
-    fn options(self, rng: &mut Rng) -> (LockOptions, bool) {
-        if self == Mode::ReadGroups && rng.below(4) != 0 {
-            return (LockOptions::read().cohort_order().wait_timeout(WAIT), true);
-        }
-        (self.excluding().wait_timeout(WAIT), false)
-    }
-
-    /// The options of a hold that excludes every other of the mode.
-    fn excluding(self) -> LockOptions {
-        match self {
-            Mode::Fair | Mode::FairTakeover => LockOptions::fair(),
-            Mode::ReadGroups => LockOptions::write(),
-            Mode::Exclusive | Mode::Uncohorted | Mode::Quorum | Mode::Takeover => {
-                LockOptions::exclusive()
-            }
-        }
-    }
-
-    fn servers(self) -> usize {
-        if self == Mode::Quorum {
-            3
-        } else {
-            1
-        }
-    }
-}
 
 /// Wall-clock time in ns (CLOCK_REALTIME): one clock for every process of the machine.
 fn now_ns() -> u64 {
