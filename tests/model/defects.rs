@@ -42,6 +42,9 @@ pub struct Defects {
     /// fair_acquire.lua lets a request that has not queued re-enter a grant made to another
     /// wait of its owner, whose guard it does not have (one token for two guards).
     pub share_grant: bool,
+    /// grant_next claims a grant for longer than the claim (as for a lease), so a grant that
+    /// no request waits for keeps the lock past its claim.
+    pub long_claim: bool,
 }
 
 impl Defects {

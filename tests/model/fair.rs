@@ -76,6 +76,7 @@ pub fn fair_acquire(
             fair: None,
             expires: None,
             restored: false,
+            granted: None,
         });
         l.marked = true;
     }

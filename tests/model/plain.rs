@@ -28,6 +28,7 @@ pub fn unplain(s: &mut Server, p: &PlainLock) {
         fair: Some(FairMark::Any),
         expires: Some(p.expires),
         restored: false,
+        granted: None,
     });
 }
 

@@ -81,6 +81,7 @@ pub(crate) fn take(
         fair,
         expires: Some(c.now + lease),
         restored: false,
+        granted: None,
     });
 }
 
@@ -167,6 +168,9 @@ pub fn acquire(
     Acquired::Busy
 }
 
+/// How much longer than its claim the seeded defect `long_claim` keeps a grant.
+const LONG_CLAIM: Time = 2;
+
 /// grant_next of common.lua: the first live waiter gets the free lock with a claim lease.
 /// Returns the waiter granted, and whether it stopped at its bound with waiters left.
 pub fn grant_next(
@@ -195,8 +199,16 @@ pub fn grant_next(
             } else {
                 FairMark::Wait(head)
             };
+            let claim = if c.defects.long_claim {
+                claim + LONG_CLAIM
+            } else {
+                claim
+            };
             take(s, c, head.0, claim, token, Some(name));
             mark(s);
+            if let Some(l) = s.lock.as_mut() {
+                l.granted = Some(c.now);
+            }
             // a manager that listened a moment ago still does: the grant is never undone here
             c.publish(head.0, Msg::Grant(head, token));
             return (Some(head), false);

@@ -41,6 +41,8 @@ pub struct LockHash {
     pub expires: Option<Time>,
     /// Ghost: brought back by a restart from a snapshot (not a Redis field).
     pub restored: bool,
+    /// Ghost: when grant_next made the grant `fair` names (server time).
+    pub granted: Option<Time>,
 }
 
 /// The lock as a string (the plain path): its value names the owner, the mode ('!' for fair)

@@ -56,7 +56,7 @@ where
 }
 
 /// The state `steps` lead to from `start`, if each is a step the model offers on the way.
-fn replay<M>(model: &M, start: &M::State, steps: &[M::Action]) -> Option<M::State>
+pub fn replay<M>(model: &M, start: &M::State, steps: &[M::Action]) -> Option<M::State>
 where
     M: Model,
     M::State: Clone,
