@@ -53,11 +53,13 @@
 //!   deadlines are asked of the server with the drift allowance, as the backend sends them.
 //! - Two locks (`two_locks.rs`, `two_lock_checks.rs`): one manager per process serves both, with
 //!   one inbox (messages tagged with their lock), one watchdog batch that renews every hold and
-//!   one that heartbeats every wait, and a restart or a death that hits both; each lock keeps
-//!   every property, and a message or answer of one lock never acts on the other.
+//!   one that heartbeats every wait, and a restart or a death that hits both; the second lock
+//!   may also be taken on the plain path, so a plain hold and a hash hold share the batch and
+//!   the inbox. Each lock keeps every property, and a message or answer of one lock never acts
+//!   on the other.
 //!
 //! Not yet modelled (the next steps): Redis Cluster and the quorum backend, liveness of shared locks and under
-//! faults, the cohort's bound on hand-offs and the end of its token block, in-memory re-entries
+//! faults, a shared lock beside another in the two-lock model, the cohort's bound on hand-offs and the end of its token block, in-memory re-entries
 //! of a cohort, and loom/shuttle checks of the in-process hand-offs (`tests/schedules`).
 //!
 //! The model is held to the scripts: `conformance.rs` runs random sequences of the exclusive and

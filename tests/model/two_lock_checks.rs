@@ -34,13 +34,15 @@ pub fn two_lock_properties() -> Vec<Property<TwoLockModel>> {
     ]
 }
 
-/// Two processes, each with a request per lock (exclusive or fair), a lease of two ticks (a
-/// hold outlives a restart's tick), a restart.
+/// Two processes, each with a request per lock (exclusive or fair; the second lock's fair
+/// requests may take it on the plain path too), a lease of two ticks (a hold outlives a
+/// restart's tick), a restart.
 pub fn two_locks() -> Config {
     let mut cfg = crate::small();
     cfg.leases = vec![2];
     cfg.budget = 1;
     cfg.dead_queue = false;
+    cfg.plain = true;
     cfg
 }
 

@@ -1,7 +1,8 @@
 //! Two locks served by one manager per process: one inbox carries the messages of both, one
 //! watchdog renews both holds and heartbeats both waits in one batch, and a restart, a pause or
 //! a death hits both. Each lock's steps are the one-lock model's (`clients.rs`), run on a view
-//! of that lock; what is shared is modelled here.
+//! of that lock; what is shared is modelled here. The second lock may also be taken on the
+//! plain path (`SET NX`), so one batch renews a plain hold and a hash hold.
 //!
 //! Implementation notes:
 //! - A batch is one atomic step: renew.lua and heartbeat.lua take many keys in one call, and a
@@ -15,6 +16,9 @@ use stateright::{Model, Property};
 
 /// The locks, by index.
 pub type LockIx = u8;
+
+/// The lock that may be taken on the plain path (`SET NX`) as well as by the scripts.
+pub const PLAIN_LOCK: LockIx = 1;
 
 /// A process: its part in each lock, and its one inbox (each message tagged with its lock).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -65,6 +69,15 @@ impl TwoLockModel {
         LockModel {
             cfg: self.cfg.clone(),
         }
+    }
+
+    /// The one-lock model lock `l`'s own steps run in: only [`PLAIN_LOCK`] may be taken on
+    /// the plain path (when `cfg.plain`), so that a plain hold and a hash hold meet in one
+    /// manager's inbox and watchdog batch.
+    pub fn lock_model(&self, l: LockIx) -> LockModel {
+        let mut cfg = self.cfg.clone();
+        cfg.plain &= l == PLAIN_LOCK;
+        LockModel { cfg }
     }
 
     fn live(&self, s: &TwoState, c: Client, l: LockIx) -> bool {
@@ -146,7 +159,7 @@ impl TwoLockModel {
     fn lock_actions(&self, s: &TwoState, actions: &mut Vec<TwoAction>) {
         for l in 0..2 {
             let mut own = Vec::new();
-            self.one().client_actions(&view(s, l), &mut own);
+            self.lock_model(l).client_actions(&view(s, l), &mut own);
             let shared = |a: &Action| {
                 matches!(
                     a,
@@ -207,7 +220,8 @@ impl TwoLockModel {
         let mut v = view(s, l);
         let before = v.clone();
         v.procs[usize::from(c)].inbox.push(msg);
-        self.one().step_client(&mut v, &Action::ReadMsg(c, 0));
+        self.lock_model(l)
+            .step_client(&mut v, &Action::ReadMsg(c, 0));
         s.crossed |= l != tagged && v != before;
         write_back(s, l, v);
     }
@@ -306,7 +320,7 @@ impl Model for TwoLockModel {
             TwoAction::HeartbeatBatch(c) => self.heartbeat_batch(&mut s, c),
             TwoAction::On(l, ref a) => {
                 let mut v = view(&s, l);
-                self.one().step_client(&mut v, a);
+                self.lock_model(l).step_client(&mut v, a);
                 write_back(&mut s, l, v);
             }
             _ => self.step_environment(&mut s, &action),
