@@ -57,10 +57,15 @@
 //!   may also be taken on the plain path, so a plain hold and a hash hold share the batch and
 //!   the inbox. Each lock keeps every property, and a message or answer of one lock never acts
 //!   on the other.
+//! - A read/write lock beside an exclusive/fair one (`mixed_locks.rs`, `mixed_checks.rs`): the
+//!   same sharing across the two families (a fair grant and a shared grant in one inbox, a hash
+//!   hold and a shared hold in one renewal batch), each lock checked by its own properties.
 //!
-//! Not yet modelled (the next steps): Redis Cluster and the quorum backend, liveness of shared locks and under
-//! faults, a shared lock beside another in the two-lock model, the cohort's bound on hand-offs and the end of its token block, in-memory re-entries
-//! of a cohort, and loom/shuttle checks of the in-process hand-offs (`tests/schedules`).
+//! Not yet modelled (the next steps): Redis Cluster and the quorum backend, liveness of shared
+//! locks and under faults, a semaphore beside another lock (and read groups there beyond the
+//! random walks), the cohort's bound on hand-offs and the end of its token block, in-memory
+//! re-entries of a cohort, and loom/shuttle checks of the in-process hand-offs
+//! (`tests/schedules`).
 //!
 //! The model is held to the scripts: `conformance.rs` runs random sequences of the exclusive and
 //! fair scripts' steps on the model and on a real redis-server running the crate's own scripts,
@@ -75,6 +80,8 @@ mod drift;
 mod fair;
 mod grants;
 mod liveness;
+mod mixed_checks;
+mod mixed_locks;
 mod model;
 mod plain;
 mod properties;

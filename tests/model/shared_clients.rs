@@ -251,7 +251,7 @@ fn fresh_token(s: &mut SharedState, kind: Kind, token: u64) {
 }
 
 /// `lost()` fires: every member goes, and the hold's release is sent (it may land late).
-fn lose(p: &mut SharedProc) {
+pub(crate) fn lose(p: &mut SharedProc) {
     if let Some(hold) = p.hold.take() {
         p.late_releases.push(hold.token);
     }

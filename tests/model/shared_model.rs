@@ -117,7 +117,7 @@ impl SharedModel {
         }
     }
 
-    fn step_environment(&self, s: &mut SharedState, action: &SharedAction) {
+    pub(crate) fn step_environment(&self, s: &mut SharedState, action: &SharedAction) {
         match action {
             SharedAction::Tick => {
                 s.now += 1;
