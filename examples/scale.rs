@@ -143,7 +143,11 @@ async fn stat(
     Ok(info
         .lines()
         .find_map(|l| l.strip_prefix(line))
-        .and_then(|rest| rest.split(field).nth(1).or(Some(rest)))
+        // (an empty `field`: the line's value is the number itself)
+        .and_then(|rest| match field {
+            "" => Some(rest),
+            _ => rest.split(field).nth(1),
+        })
         .and_then(|v| v.split(',').next())
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0))
