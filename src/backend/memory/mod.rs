@@ -137,6 +137,7 @@ impl MemoryBackend {
         }
     }
 
+    /// One attempt of an exclusive or fair request (shared modes: `shared_try_acquire`).
     pub(crate) fn try_acquire(&self, req: &AcquireRequest<'_>) -> Attempt {
         if req.mode.is_shared() {
             return self.shared_try_acquire(req);
@@ -146,12 +147,7 @@ impl MemoryBackend {
         if let Some(lock) = table.shared.get(req.id) {
             return Attempt::OtherMode { held: lock.family };
         }
-        let not_ours = (table.holder(req.id, now)).and_then(|held| {
-            let grant = req.queued && req.mode == Mode::Fair && held.mode == Mode::Fair;
-            let ours = *held.owner != **req.owner || grant || req.held == Some(held.token);
-            (!ours).then_some((held.granted, held.expires))
-        });
-        match not_ours {
+        match lacked_hold(&mut table, req, now) {
             // a grant to another wait of the owner: busy for this request, as another's hold
             Some((true, expires)) => return self.wait_for_holder(&mut table, req, expires - now),
             // a hold of the owner that its guards do not have (its release is on its way): not
@@ -249,4 +245,18 @@ impl MemoryBackend {
             })
             .collect()
     }
+}
+
+/// A hold of the request's owner that the request neither holds (its guards know another token,
+/// or none) nor takes up (a queued fair request takes up a grant to its owner's wait): whether a
+/// grant made it (that no attempt has taken up yet), and when it expires.
+fn lacked_hold(
+    table: &mut Table,
+    req: &AcquireRequest<'_>,
+    now: Instant,
+) -> Option<(bool, Instant)> {
+    let held = table.holder(req.id, now)?;
+    let taking_up = req.queued && req.mode == Mode::Fair && held.mode == Mode::Fair;
+    let lacked = *held.owner == **req.owner && !taking_up && req.held != Some(held.token);
+    lacked.then_some((held.granted, held.expires))
 }
