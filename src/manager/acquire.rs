@@ -230,8 +230,9 @@ impl<'a> Acquisition<'a> {
 
     /// A fair grant received: the lock is ours already, under a short claim lease (see the
     /// implementation notes in `watchdog/claims.rs`). A grant whose claim may have run out
-    /// before it arrived (this process was frozen or cut off) is forgotten: the next attempt asks
-    /// Redis, which knows whether it still stands.
+    /// before it arrived (this process was frozen or cut off), or that may have been taken over
+    /// as a dead holder's, is forgotten: the next attempt asks Redis, which knows whether it
+    /// still stands.
     fn take_grant(&mut self) -> Option<LockGuard> {
         let ticket = self.ticket.as_mut()?;
         let token = ticket.grant()?;
@@ -242,7 +243,11 @@ impl<'a> Acquisition<'a> {
         let confirmed = self.shared.queued.confirmed(&ticket.as_queued());
         let since = self.busy_since.max(confirmed).unwrap_or(self.started);
         let claim = self.shared.claim.min(self.lease);
-        if later(since, claim) <= Instant::now() {
+        let now = Instant::now();
+        // under takeover, the hold may also have been taken over once its inbox went unproven
+        // for a grace (its guard would be lost at once, its token below the next holder's)
+        let taken_over = (self.shared.inbox_proof.deadline(since)).is_some_and(|d| d <= now);
+        if later(since, claim) <= now || taken_over {
             tracing::debug!(
                 key = self.key,
                 token,

@@ -12,12 +12,17 @@ use super::{manager, wait_for_held, GRACE, LEASE, TAKEOVER_BOUND};
 
 /// The client id of the inbox (the pub/sub connection) of `m`.
 fn inbox_client(server: &RedisServer, m: &LockManager) -> String {
+    inbox_client_of(server, m.id())
+}
+
+/// The client id of the inbox of the manager whose id is `manager`.
+pub(super) fn inbox_client_of(server: &RedisServer, manager: &str) -> String {
     let list = server.cmd(&["CLIENT", "LIST", "TYPE", "pubsub"]);
     let list = list.as_string().expect("CLIENT LIST");
-    let name = format!("name=tower-lock:{}", m.id());
+    let name = format!("name=tower-lock:{manager}");
     let line = (list.lines())
         .find(|line| line.split(' ').any(|field| field == name))
-        .unwrap_or_else(|| panic!("no inbox of {} in {list}", m.id()));
+        .unwrap_or_else(|| panic!("no inbox of {manager} in {list}"));
     let id = line.split(' ').find_map(|field| field.strip_prefix("id="));
     id.expect("client id").to_owned()
 }

@@ -6,6 +6,7 @@
 mod support;
 
 #[cfg(feature = "axum")]
+mod grant;
 mod layer;
 mod live;
 
@@ -91,6 +92,10 @@ fn main() {
         ("a_partitioned_holder_is_not_taken_over", || {
             Box::pin(live::a_partitioned_holder_is_not_taken_over())
         }),
+        (
+            "a_grant_read_after_its_takeover_deadline_is_not_taken",
+            || Box::pin(grant::a_grant_read_after_its_takeover_deadline_is_not_taken()),
+        ),
     ];
     #[cfg(feature = "axum")]
     tests.push((
@@ -123,6 +128,9 @@ async fn manager(url: &str) -> LockManager {
 /// The child: hold the lock ("exclusive", "fair", or "no takeover": exclusive, by a manager with
 /// takeover off), say so, and stay until killed (or the parent goes).
 async fn child(url: &str, role: &str) {
+    if role == "wait and report" {
+        return grant::wait_and_report(url).await;
+    }
     let m = match role {
         "no takeover" => LockManager::builder().redis(url).lease(LEASE).build().await,
         _ => Ok(manager(url).await),
