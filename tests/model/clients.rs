@@ -1,11 +1,11 @@
 //! The steps of the client processes: a request acquires (exclusive or fair), waits, is woken,
-//! re-enters, renews (the watchdog), releases, learns it lost the lock, or gives up waiting.
-//! A process that takes no step while the clock advances is a paused one.
+//! re-enters, renews (the watchdog, `renewals.rs`), releases, learns it lost the lock, or gives
+//! up waiting. A process that takes no step while the clock advances is a paused one.
 
 use crate::fair;
 use crate::model::{Action, LockModel};
 use crate::scripts::{self, Acquired};
-use crate::state::{Client, Guard, Msg, Phase, Server, State};
+use crate::state::{Client, Guard, Msg, Phase, State};
 
 impl LockModel {
     pub(crate) fn client_actions(&self, s: &State, actions: &mut Vec<Action>) {
@@ -20,7 +20,7 @@ impl LockModel {
                 continue;
             }
             let holding = !p.guards.is_empty();
-            let live = holding && s.client_now() < p.deadline;
+            let live = holding && s.client_now() < self.lost_at(p);
             let free_hand = p.phase == Phase::Idle && p.budget > 0 && !p.cohort;
             // (a cohort's leader re-enters its plain lock in memory, not by a script)
             let reenters = p.plain != Some(false);
@@ -66,24 +66,15 @@ impl LockModel {
             if p.grant.is_some() {
                 actions.push(Action::TakeGrant(c));
             }
-        }
-    }
-
-    /// The watchdog's renewals of the live hold of `p` (process `c`), answered or not.
-    fn renew_actions(&self, c: Client, p: &crate::state::Proc, actions: &mut Vec<Action>) {
-        for g in &p.guards {
-            actions.push(Action::Renew { c, lease: g.lease });
-            if self.cfg.unanswered {
-                for reached in [false, true] {
-                    let lease = g.lease;
-                    actions.push(Action::RenewUnanswered { c, lease, reached });
-                }
-            }
+            self.takeover_actions(s, c, actions);
         }
     }
 
     pub(crate) fn step_client(&self, s: &mut State, action: &Action) {
-        let alive: Vec<bool> = s.procs.iter().map(|p| p.alive).collect();
+        // with takeover, a manager listens while its inbox is subscribed
+        let takeover = self.cfg.takeover.is_some();
+        let listening = |p: &crate::state::Proc| p.alive && (p.subscribed || !takeover);
+        let alive: Vec<bool> = s.procs.iter().map(listening).collect();
         let mut ctx = self.ctx(s, &alive);
         let eviction = self.server_eviction();
         match *action {
@@ -128,7 +119,9 @@ impl LockModel {
                     if queued && self.cfg.take_grants {
                         let now = s.client_now();
                         let p = &mut s.procs[usize::from(c)];
-                        p.since = p.since.max(now);
+                        if now >= p.since {
+                            (p.since, p.since_subscribed) = (now, p.subscribed);
+                        }
                     }
                 }
             }
@@ -152,6 +145,9 @@ impl LockModel {
             }
             Action::CohortWait(_) | Action::Confirm(_) | Action::HandOff(_) => {
                 self.step_cohort(s, action)
+            }
+            Action::Subscribe(_) | Action::Ping(_) | Action::Probe(_) => {
+                self.step_takeover(s, &mut ctx, action)
             }
             _ => unreachable!("an environment step"),
         }
@@ -182,60 +178,6 @@ impl LockModel {
                 let more = fair::fair_abandon(&mut s.server, ctx, c, w, eviction);
                 s.procs[usize::from(c)].grant_on |= more;
             }
-        }
-    }
-
-    /// A renewal of the hold of `c` whose answer never comes (`reached`: the server ran it):
-    /// the client counts its deadline from the last answer, so it stays.
-    fn renew_unanswered(
-        &self,
-        s: &mut State,
-        ctx: &scripts::Ctx,
-        c: Client,
-        lease: u8,
-        reached: bool,
-    ) {
-        if reached {
-            self.renew_script(s, ctx, c, lease);
-        }
-        if self.cfg.defects.trust_unanswered {
-            let now = s.client_now();
-            let p = &mut s.procs[usize::from(c)];
-            p.deadline = p.deadline.max(now + lease);
-        }
-    }
-
-    /// The watchdog renews the hold of `c` with `lease`: a renewal that finds it gone loses it.
-    fn renew(&self, s: &mut State, ctx: &scripts::Ctx, c: Client, lease: u8) {
-        let now = s.client_now();
-        let renewed = self.renew_script(s, ctx, c, lease);
-        let p = &mut s.procs[usize::from(c)];
-        if renewed {
-            p.deadline = p.deadline.max(now + lease);
-            p.proven = self
-                .cfg
-                .cohorts
-                .then(|| server_token(&s.server, c))
-                .flatten();
-        } else {
-            lose(s, c);
-        }
-    }
-
-    /// renew.lua for the hold of `c`, asking the server for `lease` and the drift allowance.
-    pub(crate) fn renew_script(
-        &self,
-        s: &mut State,
-        ctx: &scripts::Ctx,
-        c: Client,
-        lease: u8,
-    ) -> bool {
-        let p = &s.procs[usize::from(c)];
-        let held = p.guards.first().map_or(0, |g| g.token);
-        let lease = self.server_lease(lease);
-        match p.plain {
-            Some(fair) => crate::plain::renew_plain(&mut s.server, ctx, (c, fair, held), lease),
-            None => scripts::renew(&mut s.server, ctx, c, lease),
         }
     }
 
@@ -300,7 +242,7 @@ impl LockModel {
                     let p = &mut s.procs[usize::from(c)];
                     if self.cfg.take_grants {
                         p.busy_attempts = p.busy_attempts.saturating_add(1);
-                        p.since = now;
+                        (p.since, p.since_subscribed) = (now, p.subscribed);
                     }
                     p.phase = Phase::Fair {
                         lease,
@@ -328,6 +270,7 @@ impl LockModel {
                     s.ghost.max_token = s.ghost.max_token.max(token);
                     p.deadline = now + lease;
                     p.forgotten = false;
+                    (p.heard, p.proofs_count) = (now, p.subscribed);
                 } else {
                     p.deadline = p.deadline.max(now + lease);
                     // a fair re-entry made a plain lock a hash
@@ -379,15 +322,4 @@ pub(crate) fn lose(s: &mut State, c: Client) {
     let plain = p.plain.take();
     let tokens: Vec<_> = p.guards.drain(..).map(|g| (g.token, plain)).collect();
     p.late_releases.extend(tokens);
-}
-
-/// The token of the hold of `owner` the server has, if any (a renewal's proof: by owner).
-fn server_token(s: &Server, owner: Client) -> Option<u64> {
-    let plain = s
-        .plain
-        .as_ref()
-        .filter(|p| p.owner == owner)
-        .map(|p| p.hold);
-    let hash = s.lock.as_ref().filter(|l| l.holds.contains_key(&owner));
-    plain.or(hash.and_then(|l| l.token))
 }

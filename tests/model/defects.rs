@@ -45,6 +45,12 @@ pub struct Defects {
     /// grant_next claims a grant for longer than the claim (as for a lease), so a grant that
     /// no request waits for keeps the lock past its claim.
     pub long_claim: bool,
+    /// takeover.lua ends a hold the first time it finds its manager missing, with no grace.
+    pub takeover_on_one_miss: bool,
+    /// The holder counts PINGs of an inbox that reconnected since its last renewal began.
+    pub proofs_before_renewal: bool,
+    /// renew.lua leaves the hold's takeover mark in place.
+    pub renewal_keeps_mark: bool,
 }
 
 impl Defects {

@@ -31,7 +31,10 @@ impl LockModel {
         }
         self.took(s, c, Acquired::Token(token), lease, true);
         // lost() fires when the claim may run out, until the watchdog extends it
-        s.procs[usize::from(c)].deadline = since + claim;
+        let p = &mut s.procs[usize::from(c)];
+        p.deadline = since + claim;
+        // its R is `since`: the inbox proves it only if subscribed before then
+        (p.heard, p.proofs_count) = (since, p.since_subscribed);
     }
 }
 

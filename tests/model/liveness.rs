@@ -54,6 +54,7 @@ pub fn bounds() -> Config {
         unanswered: false,
         take_grants: false,
         plain: false,
+        takeover: None,
         defects: Default::default(),
     }
 }

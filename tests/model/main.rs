@@ -57,6 +57,11 @@
 //!   may also be taken on the plain path, so a plain hold and a hash hold share the batch and
 //!   the inbox. Each lock keeps every property, and a message or answer of one lock never acts
 //!   on the other.
+//! - Dead holders' takeover (`takeover.rs`, `takeover_checks.rs`): an inbox is subscribed or
+//!   not (a death, a restart or `CLIENT KILL` unsubscribes it; the process resubscribes and
+//!   PINGs); a waiter probes the holder (takeover.lua), a renewal deletes the mark, and the
+//!   holder's `lost()` also fires a grace less the drift after `max(R, P)`. Plain holds are
+//!   not probed.
 //! - A read/write lock beside an exclusive/fair one (`mixed_locks.rs`, `mixed_checks.rs`): the
 //!   same sharing across the two families (a fair grant and a shared grant in one inbox, a hash
 //!   hold and a shared hold in one renewal batch), each lock checked by its own properties.
@@ -85,6 +90,7 @@ mod mixed_locks;
 mod model;
 mod plain;
 mod properties;
+mod renewals;
 mod scripts;
 mod shared_checks;
 mod shared_clients;
@@ -92,6 +98,8 @@ mod shared_model;
 mod shared_scripts;
 mod shared_state;
 mod state;
+mod takeover;
+mod takeover_checks;
 mod teeth;
 mod trace;
 mod two_lock_checks;
@@ -138,6 +146,7 @@ pub fn small() -> Config {
         unanswered: false,
         take_grants: false,
         plain: false,
+        takeover: None,
         defects: defects::Defects::default(),
     }
 }

@@ -43,6 +43,10 @@ pub struct Config {
     /// its claim may not have run out (`take_grant` in src/manager/acquire.rs); else it always
     /// confirms a grant by a call.
     pub take_grants: bool,
+    /// The takeover grace of every process's holds, in ticks (`None`: takeover is off): a
+    /// waiter may probe the holder, the environment may cut a live process's inbox, and the
+    /// process resubscribes and PINGs (`takeover.rs`).
+    pub takeover: Option<Time>,
     pub defects: Defects,
 }
 
@@ -100,6 +104,14 @@ pub enum Action {
         lease: Time,
         reached: bool,
     },
+    /// The server closes the inbox connection of a live process (`CLIENT KILL`).
+    Cut(Client),
+    /// The process's inbox subscribes again (a reconnection).
+    Subscribe(Client),
+    /// The process's inbox answers a PING: a proof that it is subscribed.
+    Ping(Client),
+    /// A waiting process runs takeover.lua on the lock.
+    Probe(Client),
 }
 
 /// The lock protocol of one lock on one Redis server.
@@ -127,6 +139,10 @@ pub(crate) fn proc(alive: bool, budget: u8) -> Proc {
         grant: None,
         since: 0,
         busy_attempts: 0,
+        subscribed: alive,
+        heard: 0,
+        proofs_count: alive,
+        since_subscribed: alive,
     }
 }
 
@@ -190,6 +206,9 @@ impl LockModel {
             if self.cfg.deaths && all_alive {
                 actions.push(Action::Die(c));
             }
+            if self.cfg.takeover.is_some() && p.alive && p.subscribed {
+                actions.push(Action::Cut(c));
+            }
             if !self.cfg.liveness {
                 for m in 0..p.inbox.len() {
                     actions.push(Action::DropMsg(c, m));
@@ -218,6 +237,11 @@ impl LockModel {
                 };
                 s.server.expire(s.now);
                 forget_lost_holds(s, &before);
+                if self.cfg.takeover.is_some() {
+                    // the run id changed: no mark counts; every inbox connection dropped
+                    s.server.mark = None;
+                    s.procs.iter_mut().for_each(crate::takeover::cut);
+                }
             }
             Action::Die(c) => {
                 let budget = 0;
@@ -226,6 +250,7 @@ impl LockModel {
             Action::DropMsg(c, m) => {
                 s.procs[usize::from(*c)].inbox.remove(*m);
             }
+            Action::Cut(c) => crate::takeover::cut(&mut s.procs[usize::from(*c)]),
             _ => unreachable!("a client step"),
         }
         s.server.expire(s.now);
@@ -326,7 +351,8 @@ impl Model for LockModel {
             | Action::Snapshot
             | Action::Restart(_)
             | Action::Die(_)
-            | Action::DropMsg(..) => self.step_environment(&mut s, &action),
+            | Action::DropMsg(..)
+            | Action::Cut(_) => self.step_environment(&mut s, &action),
             _ => self.step_client(&mut s, &action),
         }
         Some(s)

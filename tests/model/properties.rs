@@ -5,8 +5,9 @@ use crate::model::{Config, LockModel};
 use crate::state::{Client, FairMark, LockHash, Msg, Phase, Proc, State, Waiter};
 use stateright::Property;
 
-/// Contract 1: two holders never overlap unless the earlier one's `lost()` fired (its deadline
-/// passed) or a restart with loss took its hold (or one of its re-entries) from the server.
+/// Contract 1: two holders never overlap unless the earlier one's `lost()` fired (its deadline,
+/// or with takeover its inbox's, passed) or a restart with loss took its hold (or one of its
+/// re-entries) from the server.
 pub const EXCLUSION: &str = "exclusion";
 /// Contract 2: a release acts only on the hold it belongs to.
 pub const OWN_HOLD: &str = "no operation touches a hold it did not make";
@@ -20,11 +21,11 @@ pub const EXPIRY: &str = "no key without an expiry";
 /// no longer.
 pub const NO_STRANDED: &str = "no grant left behind by its wait";
 
-fn exclusion(_: &LockModel, s: &State) -> bool {
+fn exclusion(m: &LockModel, s: &State) -> bool {
     let holding = s
         .procs
         .iter()
-        .filter(|p| !p.guards.is_empty() && s.client_now() < p.deadline && !p.forgotten)
+        .filter(|p| !p.guards.is_empty() && s.client_now() < m.lost_at(p) && !p.forgotten)
         .count();
     holding <= 1
 }

@@ -73,6 +73,19 @@ pub struct Server {
     /// Managers waiting in exclusive mode (`:w`, a zset in arrival order) and its expiry.
     pub waiters: Vec<Client>,
     pub waiters_expires: Time,
+    /// The takeover mark `:d` of the hold, if a probe saw its holder's manager missing.
+    pub mark: Option<Mark>,
+}
+
+/// A takeover mark: when a probe first saw the holder's manager missing (server time), the
+/// hold it judged (owner and token), and its expiry (the hold's, when it was set).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Mark {
+    pub since: Time,
+    pub owner: Client,
+    pub token: u64,
+    /// `None`: a key without an expiry.
+    pub expires: Option<Time>,
 }
 
 impl Server {
@@ -95,11 +108,19 @@ impl Server {
         if self.waiters_expires <= now {
             self.waiters.clear();
         }
+        if self
+            .mark
+            .as_ref()
+            .is_some_and(|m| m.expires.is_some_and(|e| e <= now))
+        {
+            self.mark = None;
+        }
     }
 
     /// Whether a key of this server has no expiry.
     pub fn key_without_expiry(&self) -> bool {
         self.lock.as_ref().is_some_and(|l| l.expires.is_none())
+            || self.mark.as_ref().is_some_and(|m| m.expires.is_none())
     }
 }
 
@@ -180,6 +201,15 @@ pub struct Proc {
     pub since: Time,
     /// Attempts that found the lock busy since the request queued (`busy_attempts`).
     pub busy_attempts: u8,
+    /// The inbox connection is subscribed (the server sees the manager listening).
+    pub subscribed: bool,
+    /// The hold's takeover base, `max(R, P)` (clients' time): `lost()` fires a grace less the
+    /// drift allowance after it.
+    pub heard: Time,
+    /// The live inbox connection was subscribed before R: its PINGs prove the hold.
+    pub proofs_count: bool,
+    /// The live inbox connection was subscribed before `since` (a taken grant's R).
+    pub since_subscribed: bool,
 }
 
 /// Ghost fields: what happened, for the properties.

@@ -20,7 +20,7 @@ pub fn found_in(cfg: Config, property: &'static str) {
 }
 
 /// As [`found_in`], searching `depth` steps deep.
-fn found_deep(cfg: Config, property: &'static str, depth: usize) {
+pub fn found_deep(cfg: Config, property: &'static str, depth: usize) {
     let defects = cfg.defects;
     let checker = LockModel { cfg }
         .checker()

@@ -24,7 +24,7 @@ const SEED: u64 = 44;
 /// first, let a cohort hand off tokens below ones the server issued in between: the proof shows
 /// the hold is on the server, not that it stayed there. The contract's restarts are one at a
 /// time.)
-fn wide() -> Config {
+pub fn wide() -> Config {
     Config {
         clients: 3,
         leases: vec![1, 2, 3],
@@ -40,11 +40,12 @@ fn wide() -> Config {
         unanswered: true,
         take_grants: true,
         plain: true,
+        takeover: None,
         defects: Default::default(),
     }
 }
 
-fn walk<M>(name: &str, model: M)
+pub fn walk<M>(name: &str, model: M)
 where
     M: Model + Send + Sync + 'static,
     M::State: Hash + Send + Sync + Clone + PartialEq + Debug + 'static,
