@@ -51,6 +51,8 @@ pub struct Defects {
     pub proofs_before_renewal: bool,
     /// renew.lua leaves the hold's takeover mark in place.
     pub renewal_keeps_mark: bool,
+    /// A grant is taken from its message within its claim, though its takeover deadline passed.
+    pub grant_past_takeover: bool,
 }
 
 impl Defects {

@@ -24,8 +24,13 @@ impl LockModel {
         };
         let claim = self.cfg.eviction.min(lease);
         let since = p.since;
-        if since + claim <= now {
-            // its claim may have run out: the next attempt asks the server
+        // under takeover, its hold may be taken over a grace after `since` (the model credits
+        // no earlier proof: an earlier deadline than the crate's)
+        let taken_over = (self.cfg.takeover)
+            .filter(|_| !self.cfg.defects.grant_past_takeover)
+            .is_some_and(|grace| (since + grace).saturating_sub(self.cfg.drift) <= now);
+        if since + claim <= now || taken_over {
+            // its claim may have run out, or its hold been taken over: the next attempt asks
             p.busy_attempts = 1;
             return;
         }

@@ -100,6 +100,7 @@ mod shared_state;
 mod state;
 mod takeover;
 mod takeover_checks;
+mod takeover_grants;
 mod teeth;
 mod trace;
 mod two_lock_checks;
