@@ -9,8 +9,6 @@ use crate::clients::lose;
 use crate::model::{Action, LockModel};
 use crate::plain::holds_plain;
 use crate::state::{Client, Phase, Proc, State};
-use stateright::{Checker, Model};
-use std::time::Instant;
 
 impl LockModel {
     /// The cohort steps `p` (process `c`) may take; `live`: its hold's `lost()` has not fired.
@@ -105,19 +103,5 @@ fn the_cohorts_keep_every_property() {
     cfg.cohorts = true;
     // the fair queue's dead waiters are the main check's: they meet no hand-off
     cfg.dead_queue = false;
-    let start = Instant::now();
-    let checker = LockModel { cfg }
-        .checker()
-        .target_max_depth(crate::depth())
-        .threads(2)
-        .spawn_bfs()
-        .join();
-    println!(
-        "cohorts: {} states ({} unique), depth {}, in {:?}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        start.elapsed()
-    );
-    checker.assert_properties();
+    crate::check_exhaustively("cohorts", LockModel { cfg }, crate::depth());
 }

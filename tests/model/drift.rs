@@ -16,8 +16,6 @@
 use crate::model::{Config, LockModel};
 use crate::properties::EXCLUSION;
 use crate::teeth::found_in;
-use stateright::{Checker, Model};
-use std::time::Instant;
 
 /// The main check's bounds with a tick of drift and unanswered renewals, one more tick of
 /// clock, and neither restarts nor dead fair waiters (the main check has them).
@@ -33,26 +31,13 @@ pub fn drift_bounds() -> Config {
 
 #[test]
 fn drift_and_unanswered_renewals_keep_every_property() {
-    let start = Instant::now();
-    let checker = LockModel {
-        cfg: drift_bounds(),
-    }
-    .checker()
-    .target_max_depth(crate::depth())
-    .threads(2)
-    .spawn_bfs()
-    .join();
-    println!(
-        "drift: {} states ({} unique), depth {}, in {:?}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        start.elapsed()
+    crate::check_exhaustively(
+        "drift and unanswered renewals",
+        LockModel {
+            cfg: drift_bounds(),
+        },
+        crate::depth(),
     );
-    for (name, path) in checker.discoveries() {
-        println!("{name}: {path}");
-    }
-    checker.assert_properties();
 }
 
 #[test]

@@ -55,27 +55,13 @@ pub fn grant_bounds() -> crate::model::Config {
 
 #[test]
 fn grants_taken_from_their_messages_keep_every_property() {
-    use stateright::{Checker, Model};
-    let start = std::time::Instant::now();
-    let checker = LockModel {
-        cfg: grant_bounds(),
-    }
-    .checker()
-    .target_max_depth(crate::depth())
-    .threads(2)
-    .spawn_bfs()
-    .join();
-    println!(
-        "grants from messages: {} states ({} unique), depth {}, in {:?}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        start.elapsed()
+    crate::check_exhaustively(
+        "grants from messages",
+        LockModel {
+            cfg: grant_bounds(),
+        },
+        crate::depth(),
     );
-    for (name, path) in checker.discoveries() {
-        println!("{name}: {path}");
-    }
-    checker.assert_properties();
 }
 
 /// The waiter queues, is granted, and is frozen with the grant's message unread while its

@@ -154,15 +154,26 @@ pub fn small() -> Config {
 
 #[test]
 fn the_scripts_keep_every_property() {
+    check_exhaustively("exclusive/fair", LockModel { cfg: small() }, depth());
+}
+
+/// Explores every state of `model` to `depth` steps, prints the count and time under `name` and
+/// any counterexample's trace, and fails if a property broke.
+pub fn check_exhaustively<M>(name: &str, model: M, depth: usize)
+where
+    M: Model + Send + Sync + 'static,
+    M::State: std::fmt::Debug + std::hash::Hash + Clone + PartialEq + Send + Sync,
+    M::Action: std::fmt::Debug + Clone + PartialEq + Send + Sync,
+{
     let start = Instant::now();
-    let checker = LockModel { cfg: small() }
+    let checker = model
         .checker()
-        .target_max_depth(depth())
+        .target_max_depth(depth)
         .threads(2)
         .spawn_bfs()
         .join();
     println!(
-        "{} states ({} unique), depth {}, in {:?}",
+        "{name}: {} states ({} unique), depth {}, in {:?}",
         checker.state_count(),
         checker.unique_state_count(),
         checker.max_depth(),

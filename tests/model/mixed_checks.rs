@@ -85,24 +85,11 @@ fn mixed_model(defects: Defects) -> MixedModel {
 
 #[test]
 fn a_read_write_lock_beside_a_fair_one_keeps_every_property() {
-    let start = Instant::now();
-    let checker = mixed_model(Default::default())
-        .checker()
-        .target_max_depth(crate::depth())
-        .threads(2)
-        .spawn_bfs()
-        .join();
-    println!(
-        "read/write beside exclusive/fair: {} states ({} unique), depth {}, in {:?}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        start.elapsed()
+    crate::check_exhaustively(
+        "read/write beside exclusive/fair",
+        mixed_model(Default::default()),
+        crate::depth(),
     );
-    for (name, path) in checker.discoveries() {
-        println!("{name}: {path}");
-    }
-    checker.assert_properties();
 }
 
 #[test]

@@ -239,25 +239,11 @@ pub fn plain_bounds() -> crate::model::Config {
 
 #[test]
 fn the_plain_path_keeps_every_property() {
-    use stateright::{Checker, Model};
-    let start = std::time::Instant::now();
-    let checker = LockModel {
-        cfg: plain_bounds(),
-    }
-    .checker()
-    .target_max_depth(crate::depth())
-    .threads(2)
-    .spawn_bfs()
-    .join();
-    println!(
-        "plain path: {} states ({} unique), depth {}, in {:?}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        start.elapsed()
+    crate::check_exhaustively(
+        "plain path",
+        LockModel {
+            cfg: plain_bounds(),
+        },
+        crate::depth(),
     );
-    for (name, path) in checker.discoveries() {
-        println!("{name}: {path}");
-    }
-    checker.assert_properties();
 }

@@ -4,7 +4,6 @@
 use crate::shared_model::{SharedConfig, SharedModel};
 use crate::shared_state::{Family, Kind, SharedState};
 use stateright::{Checker, HasDiscoveries, Model, Property};
-use std::time::Instant;
 
 /// Contract 1 for a read/write lock: a live write hold overlaps no other live hold.
 pub const WRITE_ALONE: &str = "a write excludes every other hold";
@@ -88,24 +87,7 @@ pub fn semaphore() -> SharedConfig {
 }
 
 fn check(name: &str, cfg: SharedConfig) {
-    let start = Instant::now();
-    let checker = SharedModel { cfg }
-        .checker()
-        .target_max_depth(crate::depth())
-        .threads(2)
-        .spawn_bfs()
-        .join();
-    println!(
-        "{name}: {} states ({} unique), depth {}, in {:?}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        start.elapsed()
-    );
-    for (name, path) in checker.discoveries() {
-        println!("{name}: {path}");
-    }
-    checker.assert_properties();
+    crate::check_exhaustively(name, SharedModel { cfg }, crate::depth());
 }
 
 #[test]

@@ -5,8 +5,7 @@ use crate::model::{Config, LockModel};
 use crate::properties::EXCLUSION;
 use crate::teeth::found_deep;
 use crate::trace::replay;
-use stateright::{Checker, Model};
-use std::time::Instant;
+use stateright::Model;
 
 /// Two processes with takeover (a grace of one tick), a lease and a claim of two ticks (longer
 /// than the grace, so a takeover can come first), deaths, cut inboxes and a restart.
@@ -21,26 +20,13 @@ pub fn takeover_bounds() -> Config {
 
 #[test]
 fn takeover_keeps_every_property() {
-    let start = Instant::now();
-    let checker = LockModel {
-        cfg: takeover_bounds(),
-    }
-    .checker()
-    .target_max_depth(crate::depth())
-    .threads(2)
-    .spawn_bfs()
-    .join();
-    println!(
-        "takeover: {} states ({} unique), depth {}, in {:?}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        start.elapsed()
+    crate::check_exhaustively(
+        "takeover",
+        LockModel {
+            cfg: takeover_bounds(),
+        },
+        crate::depth(),
     );
-    for (name, path) in checker.discoveries() {
-        println!("{name}: {path}");
-    }
-    checker.assert_properties();
 }
 
 /// The teeth's bounds: a grace of two ticks, so that a renewal or a PING can fall inside it (and

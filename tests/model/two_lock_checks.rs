@@ -69,24 +69,11 @@ fn two_lock_depth() -> usize {
 
 #[test]
 fn two_locks_keep_every_property() {
-    let start = Instant::now();
-    let checker = TwoLockModel { cfg: two_locks() }
-        .checker()
-        .target_max_depth(two_lock_depth())
-        .threads(2)
-        .spawn_bfs()
-        .join();
-    println!(
-        "two locks: {} states ({} unique), depth {}, in {:?}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        start.elapsed()
+    crate::check_exhaustively(
+        "two locks",
+        TwoLockModel { cfg: two_locks() },
+        two_lock_depth(),
     );
-    for (name, path) in checker.discoveries() {
-        println!("{name}: {path}");
-    }
-    checker.assert_properties();
 }
 
 #[test]
