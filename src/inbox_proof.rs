@@ -12,13 +12,13 @@
 //! by that renewal, and never by a later PING. A connection that dropped still proves what it
 //! proved while it lived, so the last few connections are kept.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// How often the inbox proves itself while holds count on it: three times per grace, so that one
-/// late or lost PING does not lose every hold.
+/// How often the inbox proves itself while a hold counts on it: three times per grace, so that
+/// one late or lost PING does not lose every hold. A hold younger than one such period needs no
+/// proof yet (its own call proves it for a grace), so a short hold costs nothing.
 const PROOFS_PER_GRACE: u32 = 3;
 
 /// How many connections' proofs are kept: the watchdog renews every hold as soon as the inbox
@@ -35,8 +35,9 @@ pub(crate) struct InboxProof {
     grace: Option<Duration>,
     /// The last connections' proofs, the live one (if any) last.
     proofs: Mutex<VecDeque<Proofs>>,
-    /// Lost signals that count on these proofs: the inbox PINGs often only while there are some.
-    holds: AtomicUsize,
+    /// The starts of the holds whose lost signals count on these proofs, with how many began at
+    /// each: the inbox PINGs often only while one of them is older than a third of the grace.
+    holds: Mutex<BTreeMap<Instant, usize>>,
 }
 
 /// What one connection has proven.
@@ -58,7 +59,7 @@ impl InboxProof {
             allowance: grace.map(|(grace, drift)| grace.saturating_sub(drift)),
             grace: grace.map(|(grace, _)| grace),
             proofs: Mutex::default(),
-            holds: AtomicUsize::new(0),
+            holds: Mutex::default(),
         }
     }
 
@@ -113,22 +114,34 @@ impl InboxProof {
         Some(base.checked_add(allowance).unwrap_or(base))
     }
 
-    /// How often the inbox must prove itself now: a third of the grace while holds count on it
-    /// or requests of the manager `wait` (a grant's hold counts from before it was granted, and
-    /// must find a fresh proof); `None` while takeover is off, or nothing holds or waits.
-    pub(crate) fn due_every(&self, wait: bool) -> Option<Duration> {
-        let grace = self.grace?;
-        (wait || self.holds.load(Ordering::SeqCst) > 0).then(|| grace / PROOFS_PER_GRACE)
+    /// How often the inbox must prove itself at `now`: a third of the grace once a hold that
+    /// counts on it is that old; `None` while takeover is off or no hold is. Waiting requests
+    /// add nothing: a grant whose proof is too old is taken up by another attempt instead.
+    pub(crate) fn due_every(&self, now: Instant) -> Option<Duration> {
+        let every = self.grace? / PROOFS_PER_GRACE;
+        let oldest = *self.holds().keys().next()?;
+        (now.saturating_duration_since(oldest) >= every).then_some(every)
     }
 
-    /// A lost signal counts on these proofs until [`InboxProof::forgotten`].
-    pub(crate) fn counted_on(&self) {
-        self.holds.fetch_add(1, Ordering::SeqCst);
+    fn holds(&self) -> MutexGuard<'_, BTreeMap<Instant, usize>> {
+        self.holds.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A lost signal that counted on these proofs is gone.
-    pub(crate) fn forgotten(&self) {
-        self.holds.fetch_sub(1, Ordering::SeqCst);
+    /// A lost signal of a hold made by a call begun at `made` counts on these proofs until
+    /// [`InboxProof::forgotten`].
+    pub(crate) fn counted_on(&self, made: Instant) {
+        *self.holds().entry(made).or_insert(0) += 1;
+    }
+
+    /// The lost signal of the hold made at `made` no longer counts on these proofs.
+    pub(crate) fn forgotten(&self, made: Instant) {
+        let mut holds = self.holds();
+        if let Some(count) = holds.get_mut(&made) {
+            *count -= 1;
+            if *count == 0 {
+                holds.remove(&made);
+            }
+        }
     }
 }
 
@@ -173,15 +186,31 @@ mod tests {
     #[test]
     fn takeover_off_has_no_deadline_and_no_pings() {
         let proof = InboxProof::new(None);
-        proof.counted_on();
-        assert_eq!(proof.deadline(Instant::now()), None);
-        assert_eq!(proof.due_every(true), None);
+        let t0 = Instant::now();
+        proof.counted_on(t0);
+        assert_eq!(proof.deadline(t0), None);
+        assert_eq!(proof.due_every(t0 + GRACE), None);
+    }
+
+    #[test]
+    fn only_a_hold_a_third_of_the_grace_old_makes_the_inbox_prove_itself() {
         let on = InboxProof::new(Some((GRACE, DRIFT)));
-        assert_eq!(on.due_every(false), None);
-        assert_eq!(on.due_every(true), Some(GRACE / 3));
-        on.counted_on();
-        assert_eq!(on.due_every(false), Some(GRACE / 3));
-        on.forgotten();
-        assert_eq!(on.due_every(false), None);
+        let t0 = Instant::now();
+        let every = GRACE / 3;
+        assert_eq!(on.due_every(t0 + GRACE), None);
+        on.counted_on(t0);
+        on.counted_on(t0);
+        on.counted_on(t0 + GRACE);
+        assert_eq!(on.due_every(t0 + every / 2), None);
+        assert_eq!(on.due_every(t0 + every), Some(every));
+        on.forgotten(t0);
+        assert_eq!(on.due_every(t0 + every), Some(every));
+        on.forgotten(t0);
+        // the one left began later: it needs no proof until it is a third of the grace old
+        assert_eq!(on.due_every(t0 + GRACE + every / 2), None);
+        assert_eq!(on.due_every(t0 + GRACE + every), Some(every));
+        on.forgotten(t0 + GRACE);
+        on.forgotten(t0 + GRACE);
+        assert_eq!(on.due_every(t0 + GRACE * 2), None);
     }
 }

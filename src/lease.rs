@@ -35,6 +35,8 @@ pub(crate) struct LostSignal {
 #[derive(Debug)]
 struct Takeover {
     proof: Arc<InboxProof>,
+    /// The start of the call that made the hold, as the proofs count it.
+    made: Instant,
     /// The start of the last call that made or renewed the hold: it deleted any takeover mark.
     renewed: Mutex<Instant>,
 }
@@ -42,7 +44,7 @@ struct Takeover {
 impl Drop for LostSignal {
     fn drop(&mut self) {
         if let Some(takeover) = self.takeover.get() {
-            takeover.proof.forgotten();
+            takeover.proof.forgotten(takeover.made);
         }
     }
 }
@@ -90,10 +92,11 @@ impl LostSignal {
         }
         let takeover = Takeover {
             proof: proof.clone(),
+            made,
             renewed: Mutex::new(made),
         };
         if self.takeover.set(takeover).is_ok() {
-            proof.counted_on();
+            proof.counted_on(made);
             self.notify.notify_waiters();
         }
     }
@@ -258,7 +261,8 @@ mod tests {
         let lost = LostSignal::new(Arc::from("k"), Some(now + Duration::from_secs(30)));
         lost.watch_takeover(&proof, now);
         assert!(!lost.is_lost());
-        assert_eq!(proof.due_every(false), Some(grace / 3));
+        // the young hold needs no proof yet; the old ones below do
+        assert_eq!(proof.due_every(now), None);
         // made long ago, renewed now: the renewal moves the deadline
         let old = LostSignal::new(Arc::from("k"), Some(now + Duration::from_secs(30)));
         old.watch_takeover(&proof, earlier + Duration::from_millis(1));
@@ -270,8 +274,9 @@ mod tests {
         assert!(stale.is_lost());
         stale.renewed(now);
         assert!(stale.is_lost());
+        assert_eq!(proof.due_every(now), Some(grace / 3));
         drop((lost, old, stale));
-        assert_eq!(proof.due_every(false), None);
+        assert_eq!(proof.due_every(now + grace), None);
     }
 
     #[test]

@@ -274,11 +274,11 @@ impl Inbox {
     /// Whether the connection is to be checked now, its last check made at `checked`: every
     /// [`waiting_look`](Self::waiting_look) while requests of this process wait (a frozen server
     /// then ends their waits within one and a half command timeouts, with at most one PING a
-    /// second at the default), every third of the takeover grace while holds count on the
-    /// inbox's proofs or requests wait, else every [`KEEPALIVE`].
+    /// second at the default), every third of the takeover grace while a hold that counts on
+    /// the inbox's proofs is that old, else every [`KEEPALIVE`].
     fn check_due(&self, checked: Instant) -> bool {
         let (elapsed, waiting) = (checked.elapsed(), self.postman.waiters.len() > 0);
-        let proof_due = (self.proof.due_every(waiting)).is_some_and(|every| elapsed >= every);
+        let proof_due = (self.proof.due_every(Instant::now())).is_some_and(|e| elapsed >= e);
         (waiting && elapsed >= self.waiting_look()) || proof_due || elapsed >= KEEPALIVE
     }
 
