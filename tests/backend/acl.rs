@@ -1,7 +1,7 @@
 //! An ACL user restricted to what the crate needs (the README's line, "Redis requirements" > "ACL
 //! users", kept in sync by hand): managers as that user, in a database other than 0, through
-//! exclusive and fair locks, wake-ups, fencing, renewals, a cancelled wait and release, with
-//! nothing denied.
+//! exclusive and fair locks, wake-ups, fencing, renewals, a cancelled wait and release, and the
+//! takeover of a dead holder, with nothing denied.
 
 use std::time::Duration;
 
@@ -35,9 +35,11 @@ const SETUSER: &[&str] = &[
     "+hdel",
     "+hexists",
     "+hget",
+    "+hgetall",
     "+hincrby",
     "+hmget",
     "+hset",
+    "+info",
     "+lindex",
     "+lpop",
     "+lpos",
@@ -49,6 +51,7 @@ const SETUSER: &[&str] = &[
     "+rpush",
     "+set",
     "+time",
+    "+type",
     "+zadd",
     "+zcard",
     "+zpopmin",
@@ -69,6 +72,7 @@ async fn manager(url: &str, namespace: &str) -> Result<LockManager, tower_lock::
     LockManager::builder()
         .redis(url)
         .namespace(namespace)
+        .takeover()
         .build()
         .await
 }
@@ -112,6 +116,27 @@ async fn renew_and_cancel(url: &str, second: &LockManager) {
     }
 }
 
+/// A hold of a manager that then dies (dropping its runtime closes its connections, as a killed
+/// process's would), taken over by `waiter`: its probes read the hold, find the inbox missing,
+/// mark it under the server's run id and end it a grace later, long before the 30 s lease.
+async fn take_over_a_dead_holder(url: &str, waiter: &LockManager) {
+    let url = url.to_owned();
+    let holder = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        runtime.block_on(async {
+            let dead = manager(&url, "tower-lock").await.expect("holder");
+            let opts = LockOptions::exclusive();
+            std::mem::forget(dead.acquire("dead", &opts).await.unwrap());
+        });
+    });
+    holder.join().expect("the holder's thread");
+    let busy = waiter.try_acquire("dead", &LockOptions::exclusive()).await;
+    assert!(busy.unwrap().is_none(), "the dead holder's lock is free");
+    let opts = LockOptions::exclusive().wait_timeout(Duration::from_secs(10));
+    let taken = waiter.acquire("dead", &opts).await.expect("taken over");
+    taken.release().await.unwrap();
+}
+
 /// The entries of `ACL LOG`: every command, key or channel the server denied.
 fn denied(server: &RedisServer) -> usize {
     let reply = server.cmd(&["ACL", "LOG"]);
@@ -133,6 +158,7 @@ async fn two_managers_lock_as_a_user_restricted_to_what_the_crate_needs() {
     hand_over(&first, &second, LockOptions::write()).await;
     hand_over(&first, &second, LockOptions::semaphore(1)).await;
     renew_and_cancel(&url, &second).await;
+    take_over_a_dead_holder(&url, &second).await;
 
     let held = first.acquire("k", &LockOptions::exclusive()).await.unwrap();
     let keyspace = server.info("keyspace");
