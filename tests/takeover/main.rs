@@ -9,6 +9,7 @@ mod support;
 mod grant;
 mod layer;
 mod live;
+mod sentinel;
 
 use std::io::{BufRead, BufReader};
 use std::pin::Pin;
@@ -96,6 +97,13 @@ fn main() {
             "a_grant_read_after_its_takeover_deadline_is_not_taken",
             || Box::pin(grant::a_grant_read_after_its_takeover_deadline_is_not_taken()),
         ),
+        (
+            "a_live_holder_is_lost_before_a_takeover_through_a_failover",
+            || Box::pin(sentinel::a_live_holder_is_lost_before_a_takeover_through_a_failover()),
+        ),
+        ("a_holder_killed_after_a_failover_is_taken_over", || {
+            Box::pin(sentinel::a_holder_killed_after_a_failover_is_taken_over())
+        }),
     ];
     #[cfg(feature = "axum")]
     tests.push((
@@ -133,6 +141,9 @@ async fn child(url: &str, role: &str) {
     }
     let m = match role {
         "no takeover" => LockManager::builder().redis(url).lease(LEASE).build().await,
+        "sentinel" => {
+            Ok(sentinel::sentinel_manager(url.split(',').map(String::from).collect()).await)
+        }
         _ => Ok(manager(url).await),
     };
     let m = m.expect("child manager");
@@ -161,8 +172,14 @@ async fn child(url: &str, role: &str) {
 
 /// The child process in `role`, once it holds the lock, and the fencing token of its hold.
 fn spawn_holder_with_token(server: &RedisServer, role: &str) -> (Child, u64) {
+    spawn_child_with_token(&server.url(), role)
+}
+
+/// The child process in `role` on `url` (Sentinels' URLs joined by commas for "sentinel"), once
+/// it holds the lock, and the fencing token of its hold.
+fn spawn_child_with_token(url: &str, role: &str) -> (Child, u64) {
     let mut child = Command::new(std::env::current_exe().expect("test binary"))
-        .env(CHILD_URL, server.url())
+        .env(CHILD_URL, url)
         .env(CHILD_ROLE, role)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
