@@ -57,8 +57,8 @@ pub struct LockManagerBuilder {
     pool_size: u32,
     handoffs: u32,
     label: Option<Arc<str>>,
-    /// How long a holder's inbox may be missing before its holds are taken over (`None`: off).
-    takeover_grace: Option<Duration>,
+    /// Whether, and after how long a grace, dead holders are taken over.
+    takeover: takeover::Takeover,
     target: Target,
 }
 
@@ -88,7 +88,7 @@ impl Default for LockManagerBuilder {
             pool_size: 1,
             handoffs: DEFAULT_HANDOFFS,
             label: None,
-            takeover_grace: None,
+            takeover: takeover::Takeover::Default,
             target: Target::Memory,
         }
     }

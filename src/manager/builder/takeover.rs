@@ -11,9 +11,9 @@ use crate::error::LockError;
 use crate::inbox_proof::InboxProof;
 use crate::manager::new_manager_id;
 
-/// The grace of [`LockManagerBuilder::takeover`]: a killed holder's lock passes on within 2 s
-/// (BENCHMARKS.md, "Dead holders": a grace of 1 s came too close), and a live holder's inbox
-/// has 750 ms to prove itself, which three PINGs share.
+/// The takeover grace a manager on one Redis server or Sentinel has by default: a killed
+/// holder's lock passes on within 2 s (BENCHMARKS.md, "Dead holders": a grace of 1 s came too
+/// close), and a live holder's inbox has 750 ms to prove itself, which three PINGs share.
 pub const DEFAULT_TAKEOVER_GRACE: Duration = Duration::from_millis(750);
 
 /// The shortest takeover grace: the inbox PINGs three times per grace while it holds locks.
@@ -22,40 +22,68 @@ const MIN_GRACE: Duration = Duration::from_millis(100);
 /// The longest takeover grace: past an hour the lease ends a dead holder's locks first anyway.
 const MAX_GRACE: Duration = Duration::from_secs(3600);
 
+/// The builder's choice of takeover.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Takeover {
+    /// On with [`DEFAULT_TAKEOVER_GRACE`] where the backend supports it, else off.
+    Default,
+    /// On with this grace; refused where the backend does not support it.
+    Grace(Duration),
+    /// Off.
+    Off,
+}
+
 impl LockManagerBuilder {
     /// Let other managers end this manager's holds (every mode) once its process has been seen
-    /// dead for `grace` (default: off, the holds then last until their lease runs out).
+    /// dead for `grace` (default: [`DEFAULT_TAKEOVER_GRACE`] on one Redis server or Sentinel).
     ///
     /// A process that dies closes its connections, and Redis sees its inbox go at once. A waiting
     /// manager that sees it missing twice, `grace` apart, with no renewal between, ends the hold
     /// as a release would. A live holder whose inbox connection went away learns first: its
     /// guard's `lost()` fires one grace (less the drift allowance) after its inbox last proved
-    /// itself, unless it reconnects and renews before. While it holds or waits for locks, the
-    /// manager PINGs its inbox every third of the grace. Only managers with a grace probe
-    /// holders: give every manager of a namespace the same. One Redis server or Sentinel only;
-    /// from 100 ms to 1 h. [`build`](Self::build) refuses others with [`LockError::Config`].
+    /// itself, unless it reconnects and renews before. So a Redis that leaves the inbox's PING
+    /// unanswered for about the grace (a stall, a failover) loses the holds older than a third
+    /// of it: a longer grace rides out longer stalls, and passes a dead holder's locks on later.
+    /// While a hold is older than a third of the grace, the manager PINGs its inbox that often.
+    /// Only managers with a grace probe holders: give every manager of a namespace the same.
+    /// One Redis server or Sentinel only; from 100 ms to 1 h. [`build`](Self::build) refuses
+    /// others with [`LockError::Config`].
     pub fn takeover_grace(mut self, grace: Duration) -> Self {
-        self.takeover_grace = Some(grace);
+        self.takeover = Takeover::Grace(grace);
         self
     }
 
-    /// Let other managers end this manager's holds (every mode) once its process has been seen
-    /// dead for [`DEFAULT_TAKEOVER_GRACE`] (750 ms): see
-    /// [`takeover_grace`](Self::takeover_grace). Off by default.
+    /// Let other managers end this manager's holds once its process has been seen dead for
+    /// [`DEFAULT_TAKEOVER_GRACE`] (750 ms), and refuse a backend that cannot (see
+    /// [`takeover_grace`](Self::takeover_grace)).
+    ///
+    /// The default already does so on one Redis server or Sentinel. Asking for it explicitly
+    /// makes a cluster or a quorum, which cannot take holds over yet, an error instead.
     pub fn takeover(self) -> Self {
         self.takeover_grace(DEFAULT_TAKEOVER_GRACE)
     }
 
-    /// Turn the takeover of dead holders off (the default): every hold lasts until it is
-    /// released or its lease runs out.
+    /// Turn the takeover of dead holders off: every hold lasts until it is released or its
+    /// lease runs out.
+    ///
+    /// A holder then never counts its locks lost while Redis stalls for less than its lease.
     pub fn no_takeover(mut self) -> Self {
-        self.takeover_grace = None;
+        self.takeover = Takeover::Off;
         self
+    }
+
+    /// Whether the backend built can take dead holders' holds over.
+    fn takes_over(&self) -> bool {
+        match self.target {
+            #[cfg(feature = "redis")]
+            Target::Redis(_) | Target::RedisPool(..) | Target::Sentinel(..) => true,
+            _ => false,
+        }
     }
 
     /// `Ok` unless a takeover grace is out of bounds or the backend cannot take holds over.
     pub(super) fn check_takeover(&self) -> Result<(), LockError> {
-        let Some(grace) = self.takeover_grace else {
+        let Takeover::Grace(grace) = self.takeover else {
             return Ok(());
         };
         if grace < MIN_GRACE {
@@ -68,20 +96,28 @@ impl LockManagerBuilder {
                 "takeover grace {grace:?} is too long (at most {MAX_GRACE:?})"
             )));
         }
-        match self.target {
-            #[cfg(feature = "redis")]
-            Target::Redis(_) | Target::RedisPool(..) | Target::Sentinel(..) => Ok(()),
-            _ => Err(LockError::Config(
+        if !self.takes_over() {
+            return Err(LockError::Config(
                 "takeover of dead holders needs one Redis server or Sentinel \
                  (not memory, a cluster or a quorum)"
                     .to_owned(),
-            )),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The grace the manager to build takes dead holders over after (`None`: never).
+    fn grace(&self) -> Option<Duration> {
+        match self.takeover {
+            Takeover::Default => self.takes_over().then_some(DEFAULT_TAKEOVER_GRACE),
+            Takeover::Grace(grace) => Some(grace),
+            Takeover::Off => None,
         }
     }
 
     /// The wiring of the manager to build: its id names its takeover grace, if it has one.
     pub(super) fn wiring(&self) -> (Wiring, BackgroundQueue) {
-        let Some(grace) = self.takeover_grace else {
+        let Some(grace) = self.grace() else {
             return Wiring::new(new_manager_id());
         };
         let (mut wiring, queue) = Wiring::new(manager_id_with_grace(grace));
@@ -116,6 +152,22 @@ mod tests {
         assert!(refused(memory).contains("one Redis server"));
         let off = LockManager::builder().takeover_grace(Duration::from_secs(1));
         assert!(off.no_takeover().check_takeover().is_ok());
+    }
+
+    #[test]
+    fn takeover_is_on_by_default_where_the_backend_supports_it() {
+        let redis = LockManager::builder().redis("redis://127.0.0.1:1");
+        assert_eq!(redis.grace(), Some(DEFAULT_TAKEOVER_GRACE));
+        let sentinel = LockManager::builder().sentinel(["redis://127.0.0.1:1"], "m");
+        assert_eq!(sentinel.grace(), Some(DEFAULT_TAKEOVER_GRACE));
+        let off = LockManager::builder()
+            .redis("redis://127.0.0.1:1")
+            .no_takeover();
+        assert_eq!(off.grace(), None);
+        let quorum = LockManager::builder().quorum(["redis://a:1", "redis://b:1", "redis://c:1"]);
+        assert!(quorum.check_takeover().is_ok());
+        assert_eq!(quorum.grace(), None);
+        assert_eq!(LockManager::builder().grace(), None);
     }
 
     #[test]
