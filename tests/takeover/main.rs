@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod cost;
 #[cfg(feature = "axum")]
 mod grant;
 mod layer;
@@ -103,6 +104,12 @@ fn main() {
         ),
         ("a_holder_killed_after_a_failover_is_taken_over", || {
             Box::pin(sentinel::a_holder_killed_after_a_failover_is_taken_over())
+        }),
+        ("short_holds_send_no_proof_pings", || {
+            Box::pin(cost::short_holds_send_no_proof_pings())
+        }),
+        ("a_wait_sends_no_proof_pings", || {
+            Box::pin(cost::a_wait_sends_no_proof_pings())
         }),
     ];
     #[cfg(feature = "axum")]
