@@ -1,14 +1,15 @@
 //! How long a killed holder keeps its lock: with takeover (the grace) and without (the lease).
 //!
 //! ```text
-//! cargo run --release --example takeover              # starts its own redis-server
+//! cargo run --release --example takeover              # 20 trials, 3 s lease, default grace
 //! cargo run --release --example takeover -- 20 6 1000 # trials, lease s, grace ms
 //! ```
 //!
 //! Each trial starts a child process (this binary again) that takes a lock and holds it; a request
 //! of this process waits for the lock; the child is killed with SIGKILL; the time from the kill to
 //! the waiter's acquisition is one sample. The same number of trials runs with takeover on (both
-//! managers with the grace) and off, and the p50/p99 of each are printed side by side. Without
+//! managers with the grace: the builder's default unless given) and off, and the p50/p99 of each
+//! are printed side by side. Without
 //! takeover a sample is what is left of the holder's lease (between 2/3 of it and all of it).
 
 #[path = "../tests/support/mod.rs"]
@@ -27,7 +28,8 @@ const CHILD: &str = "TOWER_LOCK_TAKEOVER_CHILD";
 struct Setup {
     trials: usize,
     lease: Duration,
-    grace: Duration,
+    /// `None`: the builder's default.
+    grace: Option<Duration>,
 }
 
 impl Setup {
@@ -38,17 +40,20 @@ impl Setup {
         };
         Setup {
             trials: usize::try_from(arg(1, 20)).expect("trials"),
-            lease: Duration::from_secs(arg(2, 6)),
-            grace: Duration::from_millis(arg(3, 1000)),
+            lease: Duration::from_secs(arg(2, 3)),
+            grace: std::env::args()
+                .nth(3)
+                .map(|_| Duration::from_millis(arg(3, 0))),
         }
     }
 
     /// A manager on `url`, with the grace when `takeover`.
     async fn manager(&self, url: &str, takeover: bool) -> LockManager {
         let builder = LockManager::builder().redis(url).lease(self.lease);
-        let builder = match takeover {
-            true => builder.takeover_grace(self.grace),
-            false => builder.no_takeover(),
+        let builder = match (takeover, self.grace) {
+            (true, Some(grace)) => builder.takeover_grace(grace),
+            (true, None) => builder,
+            (false, _) => builder.no_takeover(),
         };
         builder.build().await.expect("manager")
     }
@@ -74,7 +79,9 @@ async fn main() {
     };
     println!(
         "{} trials each, lease {:?}, grace {:?}: time from SIGKILL to the waiter's lock",
-        setup.trials, setup.lease, setup.grace
+        setup.trials,
+        setup.lease,
+        setup.grace.unwrap_or(tower_lock::DEFAULT_TAKEOVER_GRACE)
     );
     let on = samples(&setup, &url, true).await;
     let off = samples(&setup, &url, false).await;
