@@ -22,6 +22,7 @@ mod inspect;
 mod inspect_meta;
 mod lease_deadlines;
 mod link;
+mod many_waiters;
 mod messages;
 mod names;
 mod ping;

@@ -1,5 +1,5 @@
 //! Real faults against real redis-server processes: deleted locks, dead and frozen servers, a killed
-//! pub/sub connection, and many waiters on one inbox without polling.
+//! pub/sub connection.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -247,81 +247,6 @@ async fn waiters_survive_a_killed_pubsub_connection() {
         started.elapsed() < Duration::from_secs(15),
         "waiters slept until expiry"
     );
-}
-
-/// 1,000 exclusive requests of one manager wait for 100 held locks: each waiting in Redis (lock
-/// cohorting off: 1,000 attempts), or one per lock while the others wait for their turn in memory
-/// (cohorting on: 100 attempts). Either way one pub/sub connection and no polling.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_thousand_waiters_share_one_connection_and_do_not_poll() {
-    for (handoffs, attempts) in [(0, 1000), (8, 100)] {
-        a_thousand_waiters(handoffs, attempts).await;
-    }
-}
-
-async fn a_thousand_waiters(handoffs: u32, attempts: u64) {
-    let server = RedisServer::start();
-    let holder = manager_with_lease(&server, Duration::from_secs(30)).await;
-    let m = LockManager::builder()
-        .redis(server.url())
-        .local_handoffs(handoffs)
-        .build()
-        .await
-        .expect("manager");
-    let mut held = Vec::new();
-    for k in 0..100 {
-        held.push(
-            holder
-                .acquire(&format!("key:{k}"), &LockOptions::exclusive())
-                .await
-                .unwrap(),
-        );
-    }
-    let acquired = Arc::new(AtomicUsize::new(0));
-    let mut tasks = Vec::new();
-    for i in 0..1000 {
-        let (m, acquired) = (m.clone(), acquired.clone());
-        tasks.push(tokio::spawn(async move {
-            let opts = LockOptions::exclusive().wait_timeout(Duration::from_secs(60));
-            let g = m
-                .acquire(&format!("key:{}", i % 100), &opts)
-                .await
-                .expect("acquire");
-            acquired.fetch_add(1, Ordering::SeqCst);
-            drop(g);
-        }));
-    }
-    // every waiter in Redis made its one attempt, then went quiet. The holder took the 100 free
-    // locks on the plain path (`SET NX`); a cohort's leader tries that first too, then the script.
-    assert!(
-        support::eventually(Duration::from_secs(30), || {
-            server.command_calls("evalsha") >= attempts
-        })
-        .await
-    );
-    assert!(support::eventually(Duration::from_secs(5), || m.waiting() == 1000).await);
-    assert_eq!(
-        server.command_calls("evalsha"),
-        attempts,
-        "handoffs {handoffs}"
-    );
-    let plain_tries = if handoffs > 0 { attempts } else { 0 };
-    assert_eq!(
-        server.command_calls("set"),
-        100 + plain_tries,
-        "handoffs {handoffs}"
-    );
-    // both managers together: one pub/sub connection each, whatever the number of waiters
-    assert_eq!(server.pubsub_clients(), 2);
-    let before = server.total_commands();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let during = server.total_commands() - before;
-    assert!(during <= 2, "{during} commands while 1,000 requests waited");
-    drop(held);
-    for t in tasks {
-        t.await.unwrap();
-    }
-    assert_eq!(acquired.load(Ordering::SeqCst), 1000);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,7 +2,7 @@
 //! process on a free loopback port, joined by `redis-cli --cluster create`, all killed on drop.
 //! Standard library only, like the rest of `support`.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -11,14 +11,36 @@ use super::RedisServer;
 /// How long a node may be unreachable before the cluster fails it over.
 pub const NODE_TIMEOUT_MS: u64 = 1000;
 
+/// How long `redis-cli --cluster create` may take before the nodes are given up: it joins a
+/// healthy cluster in a few seconds.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How many sets of nodes are tried before a test fails for want of a cluster.
+const JOIN_ATTEMPTS: usize = 3;
+
 /// Three masters and a replica of each.
 pub struct Cluster {
     pub nodes: Vec<RedisServer>,
 }
 
 impl Cluster {
-    /// Start the nodes, create the cluster, and wait until every node sees it whole.
+    /// Start the nodes, create the cluster, and wait until every node sees it whole. A join
+    /// that stalls (seen on a loaded machine: a node that never learnt of the one that met it,
+    /// and `redis-cli` waiting for them forever) is given up after [`JOIN_TIMEOUT`] and tried
+    /// again with new nodes.
     pub fn start() -> Cluster {
+        for _ in 1..JOIN_ATTEMPTS {
+            if let Some(cluster) = Cluster::try_start() {
+                return cluster;
+            }
+            eprintln!("support: the cluster did not join; starting new nodes");
+        }
+        Cluster::try_start().expect("support: the cluster did not join, three times")
+    }
+
+    /// Start the nodes and create the cluster; `None` when `redis-cli` did not finish within
+    /// [`JOIN_TIMEOUT`].
+    fn try_start() -> Option<Cluster> {
         let timeout = NODE_TIMEOUT_MS.to_string();
         let args = [
             "--cluster-enabled",
@@ -44,16 +66,28 @@ impl Cluster {
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port()))
             .collect();
-        let created = Command::new("redis-cli")
+        let mut create = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&addresses)
             .args(["--cluster-replicas", "1", "--cluster-yes"])
-            .output()
+            .stdout(Stdio::null())
+            .spawn()
             .expect("support: redis-cli (apt-get install redis-tools)");
+        let given_up = Instant::now() + JOIN_TIMEOUT;
+        let status = loop {
+            if let Some(status) = create.try_wait().expect("support: redis-cli") {
+                break status;
+            }
+            if Instant::now() > given_up {
+                let _ = create.kill();
+                let _ = create.wait();
+                return None;
+            }
+            thread::sleep(Duration::from_millis(50));
+        };
         assert!(
-            created.status.success(),
-            "support: redis-cli --cluster create: {}",
-            String::from_utf8_lossy(&created.stdout)
+            status.success(),
+            "support: redis-cli --cluster create: {status}"
         );
         let cluster = Cluster { nodes };
         cluster.wait_until("the cluster is whole", |c| {
@@ -62,7 +96,7 @@ impl Cluster {
                 info.contains("cluster_state:ok") && info.contains("cluster_known_nodes:6")
             }) && c.masters().len() == 3
         });
-        cluster
+        Some(cluster)
     }
 
     /// `redis://127.0.0.1:PORT` of every node.

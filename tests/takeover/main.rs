@@ -147,7 +147,10 @@ async fn child(url: &str, role: &str) {
         return grant::wait_and_report(url).await;
     }
     let m = match role {
-        "no takeover" => LockManager::builder().redis(url).lease(LEASE).build().await,
+        "no takeover" => {
+            let builder = LockManager::builder().redis(url).lease(LEASE);
+            builder.no_takeover().build().await
+        }
         "sentinel" => {
             Ok(sentinel::sentinel_manager(url.split(',').map(String::from).collect()).await)
         }
