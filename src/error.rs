@@ -105,6 +105,9 @@ pub enum KeyError {
     /// The name is empty.
     #[error("lock name is empty")]
     Empty,
+    /// A set of locks to take together has no lock name in it.
+    #[error("no lock name was given")]
+    NoKeys,
     /// The name is longer than the limit, `max` bytes (the `key` module's `MAX_KEY_LEN`).
     #[error("lock name is {len} bytes long; the limit is {max}")]
     TooLong {

@@ -137,6 +137,14 @@ where
 /// names that are merely long are stored under a hash by the Redis backend.
 pub const MAX_KEY_LEN: usize = 4096;
 
+/// `keys` in the order every set of locks is taken in: sorted by name (byte order), each name once.
+/// Sets taken in one order cannot deadlock each other.
+pub(crate) fn in_lock_order(mut keys: Vec<LockKey>) -> Vec<LockKey> {
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
 /// A validated lock name: non-empty and at most [`MAX_KEY_LEN`] bytes. Any other content is allowed;
 /// backends escape it so that a name can never reach outside its own lock.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

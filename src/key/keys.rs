@@ -90,10 +90,8 @@ impl Keys {
     }
 
     /// The names in the order they must be acquired: sorted, without duplicates.
-    pub fn into_sorted(mut self) -> Vec<LockKey> {
-        self.names.sort_unstable();
-        self.names.dedup();
-        self.names
+    pub fn into_sorted(self) -> Vec<LockKey> {
+        super::in_lock_order(self.names)
     }
 }
 

@@ -2,6 +2,7 @@
 //! and the watchdog task; `LockOwner` gives requests re-entry.
 
 mod acquire;
+mod all;
 mod builder;
 mod closing;
 mod cohort;
@@ -34,6 +35,8 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+pub use all::LockGuards;
+pub(crate) use all::{take_in_order, Wait};
 pub use builder::{
     LockManagerBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_NODE_TIMEOUT, DEFAULT_TAKEOVER_GRACE,
 };

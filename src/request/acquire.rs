@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::grpc;
 use super::guards::RequestGuards;
@@ -11,8 +11,7 @@ use super::metrics;
 use super::options::{RequestOptions, Wait};
 use super::reject::{RejectReason, Rejection};
 use crate::key::LockKey;
-use crate::manager::LockGuard;
-use crate::manager::LockOwner;
+use crate::manager::{take_in_order, LockGuard, LockOwner};
 use crate::options::{LockOptions, Mode};
 
 impl RequestOptions {
@@ -24,7 +23,6 @@ impl RequestOptions {
         keys: Vec<LockKey>,
         cap: Option<Duration>,
     ) -> Result<RequestGuards, Rejection> {
-        let started = Instant::now();
         let _waiting = metrics::WaiterGauge::start();
         if !self.mode_chosen && !owner.manager().has_fair_locks() {
             self.lock = self.lock.mode(Mode::Exclusive);
@@ -35,24 +33,26 @@ impl RequestOptions {
             (Wait::Forever, Some(cap)) => Wait::For(cap),
             (wait, None) => wait,
         };
-        let deadline = match wait {
-            Wait::For(timeout) => crate::saturating::deadline(started, timeout),
-            _ => None,
-        };
-        let mut guards = Vec::with_capacity(keys.len());
-        for key in &keys {
-            let guard = match deadline {
-                _ if wait == Wait::Never => self.try_once(&owner, key).await?,
-                Some(deadline) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    self.wait_for(&owner, key, self.lock.wait_timeout(left))
-                        .await?
-                }
-                None => self.wait_for(&owner, key, self.lock.wait_forever()).await?,
-            };
-            guards.push(guard);
-        }
+        let take = |key, left| self.take_one(&owner, key, left);
+        let guards = take_in_order(&keys, wait, take).await?;
         Ok(RequestGuards::new(guards))
+    }
+
+    /// Take one of a request's locks, waiting as long as `wait` allows.
+    async fn take_one(
+        &self,
+        owner: &LockOwner,
+        key: LockKey,
+        wait: Wait,
+    ) -> Result<LockGuard, Rejection> {
+        match wait {
+            Wait::Never => self.try_once(owner, &key).await,
+            Wait::For(left) => {
+                self.wait_for(owner, &key, self.lock.wait_timeout(left))
+                    .await
+            }
+            Wait::Forever => self.wait_for(owner, &key, self.lock.wait_forever()).await,
+        }
     }
 
     /// The cap that a gRPC request's `grpc-timeout` header puts on the wait (none in try mode,

@@ -33,14 +33,8 @@ pub enum OnLeaseLost {
     Abort,
 }
 
-/// How a layer waits for a busy lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wait {
-    For(Duration),
-    Forever,
-    /// Try mode: never wait.
-    Never,
-}
+/// How a layer waits for a busy lock: for the request's locks together, as a set of locks waits.
+pub(crate) use crate::manager::Wait;
 
 /// How a [`LockLayer`](crate::LockLayer) or an actix-web `LockMiddleware` treats each request: the
 /// mode and lease of its locks, how long it waits for them, how many requests may wait, what a lost
