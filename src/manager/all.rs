@@ -114,7 +114,9 @@ impl LockOwner {
     /// likely a mistake than a wish.
     ///
     /// Only locks taken through this call (or in the same order) are covered: a lock the owner
-    /// already holds from elsewhere can still be part of a cycle.
+    /// already holds from elsewhere can still be part of a cycle. A fixed lease (and a
+    /// `max_hold`) counts from each lock's own acquisition, so a long wait for a later lock eats
+    /// into the earlier locks' leases: check [`LockGuards::is_lost`] before relying on the set.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

@@ -244,7 +244,7 @@ on_both_backends!(
     refuses_bad_sets_before_taking_any_lock,
 );
 
-/// A quorum takes a set on a majority of masters per lock, refuses fair sets, and gives back the
+/// A quorum takes each lock of a set on a majority of masters, refuses fair sets, and gives back the
 /// locks of a set it could not complete.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quorum_sets_all_or_none() {
@@ -257,8 +257,9 @@ async fn quorum_sets_all_or_none() {
         .acquire_all(["qb", "qa"], &opts)
         .await
         .expect("acquire_all");
-    assert_eq!(masters.holding("qa"), 3);
-    assert_eq!(masters.holding("qb"), 3);
+    // a quorum lock is held once a majority has it; the last master may still be answering
+    assert!(masters.holding("qa") >= 2, "qa on a majority");
+    assert!(masters.holding("qb") >= 2, "qb on a majority");
     all.release().await.expect("release");
     let refused = owner.acquire_all(["qa"], &LockOptions::fair()).await;
     assert!(matches!(refused, Err(LockError::Unsupported { .. })));
