@@ -235,7 +235,32 @@ async fn refuses_bad_sets_before_taking_any_lock(fixture: Fixture) {
     assert!(is_free(&manager, "bad:a").await, "nothing taken");
 }
 
+async fn extreme_waits_saturate(fixture: Fixture) {
+    let manager = fixture.manager().await;
+    let holder = fixture.manager().await;
+    let owner = manager.owner();
+    // a wait past the clock's end waits as long as it takes, without a panic
+    let forever = LockOptions::exclusive().wait_timeout(Duration::MAX);
+    let all = owner
+        .acquire_all(["far:a", "far:b"], &forever)
+        .await
+        .expect("free locks");
+    all.release().await.expect("release");
+    // a zero wait is one attempt per lock
+    let _busy = holder
+        .acquire("far:b", &LockOptions::exclusive())
+        .await
+        .expect("hold b");
+    let started = Instant::now();
+    let zero = LockOptions::exclusive().wait_timeout(Duration::ZERO);
+    let refused = owner.acquire_all(["far:b", "far:a"], &zero).await;
+    assert!(matches!(refused, Err(LockError::Timeout { ref key, .. }) if key == "far:b"));
+    assert!(started.elapsed() < GENEROUS, "a zero wait did not wait");
+    assert!(becomes_free(&holder, "far:a").await, "a given back");
+}
+
 on_both_backends!(
+    extreme_waits_saturate,
     takes_every_lock_in_lock_order_each_with_its_token,
     takes_none_when_one_lock_is_busy,
     one_wait_timeout_counts_for_the_whole_set,
