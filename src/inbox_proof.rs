@@ -63,6 +63,17 @@ impl InboxProof {
         }
     }
 
+    /// New proofs, with nothing proven yet, under the same grace: another server's inbox (each
+    /// master of a quorum proves itself on its own).
+    pub(crate) fn same_grace(&self) -> Self {
+        InboxProof {
+            allowance: self.allowance,
+            grace: self.grace,
+            proofs: Mutex::default(),
+            holds: Mutex::default(),
+        }
+    }
+
     fn proofs(&self) -> MutexGuard<'_, VecDeque<Proofs>> {
         self.proofs.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -1,14 +1,16 @@
 //! The lost-lease signal: a lease's deadline, moved on by each renewal up to the hold's ceiling (if
 //! it has one), and the one-way switch that fires when the lease is known lost or the deadline
-//! passed. It imports nothing of the crate but the inbox proofs (a primitive too): the watchdog
+//! passed. It imports nothing of the crate but the inbox proofs (primitives too): the watchdog
 //! moves the deadline, and guards read it. A hold that may be taken over as dead has a second
-//! deadline, counted from its inbox's proofs (`inbox_proof.rs`); the signal fires at the earlier.
+//! deadline, counted from its inbox's proofs (`inbox_proof.rs`), or on a quorum from a majority of
+//! its masters' (`quorum_proof.rs`); the signal fires at the earlier.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use crate::inbox_proof::InboxProof;
+use crate::quorum_proof::QuorumWatch;
 
 use tokio::sync::Notify;
 
@@ -31,20 +33,26 @@ pub(crate) struct LostSignal {
     takeover: OnceLock<Takeover>,
 }
 
-/// The inputs of a hold's takeover deadline (see [`InboxProof::deadline`]).
+/// What a hold's takeover deadline counts on.
 #[derive(Debug)]
-struct Takeover {
-    proof: Arc<InboxProof>,
-    /// The start of the call that made the hold, as the proofs count it.
-    made: Instant,
-    /// The start of the last call that made or renewed the hold: it deleted any takeover mark.
-    renewed: Mutex<Instant>,
+enum Takeover {
+    /// The inbox of one server (see [`InboxProof::deadline`]).
+    One {
+        proof: Arc<InboxProof>,
+        /// The start of the call that made the hold, as the proofs count it.
+        made: Instant,
+        /// The start of the last call that made or renewed the hold: it deleted any takeover
+        /// mark.
+        renewed: Mutex<Instant>,
+    },
+    /// The inboxes of a quorum's masters, each renewed on its own (see [`QuorumWatch`]).
+    Quorum(Arc<QuorumWatch>),
 }
 
 impl Drop for LostSignal {
     fn drop(&mut self) {
-        if let Some(takeover) = self.takeover.get() {
-            takeover.proof.forgotten(takeover.made);
+        if let Some(Takeover::One { proof, made, .. }) = self.takeover.get() {
+            proof.forgotten(*made);
         }
     }
 }
@@ -90,7 +98,7 @@ impl LostSignal {
         if proof.grace().is_none() {
             return;
         }
-        let takeover = Takeover {
+        let takeover = Takeover::One {
             proof: proof.clone(),
             made,
             renewed: Mutex::new(made),
@@ -101,11 +109,20 @@ impl LostSignal {
         }
     }
 
-    /// A call begun at `at` renewed the hold: it deleted any takeover mark, so the takeover
-    /// deadline counts from here at least.
+    /// Make this hold's signal fire, too, when a majority of the quorum masters that granted it
+    /// may have taken it over (see [`QuorumWatch`]). A signal already watched keeps its watch.
+    pub(crate) fn watch_quorum(&self, watch: Arc<QuorumWatch>) {
+        if self.takeover.set(Takeover::Quorum(watch)).is_ok() {
+            self.notify.notify_waiters();
+        }
+    }
+
+    /// A call begun at `at` renewed the hold on its one server: it deleted any takeover mark, so
+    /// the takeover deadline counts from here at least. A quorum hold's masters are told one by
+    /// one, by the quorum backend ([`QuorumWatch::renewed`]): nothing to do here.
     pub(crate) fn renewed(&self, at: Instant) {
-        if let Some(takeover) = self.takeover.get() {
-            let mut renewed = takeover.renewed.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(Takeover::One { renewed, .. }) = self.takeover.get() {
+            let mut renewed = renewed.lock().unwrap_or_else(|p| p.into_inner());
             *renewed = (*renewed).max(at);
         }
     }
@@ -113,11 +130,13 @@ impl LostSignal {
     /// The moment the lease may be lost: the lease's deadline (`valid_until`) or, if earlier,
     /// the takeover deadline.
     fn deadline(&self, valid_until: Option<Instant>) -> Option<Instant> {
-        let Some(takeover) = self.takeover.get() else {
-            return valid_until;
+        let dead = match self.takeover.get() {
+            None => return valid_until,
+            Some(Takeover::One { proof, renewed, .. }) => {
+                proof.deadline(*renewed.lock().unwrap_or_else(|p| p.into_inner()))
+            }
+            Some(Takeover::Quorum(watch)) => watch.deadline(),
         };
-        let renewed = *takeover.renewed.lock().unwrap_or_else(|p| p.into_inner());
-        let dead = takeover.proof.deadline(renewed);
         match (valid_until, dead) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -277,6 +296,29 @@ mod tests {
         assert_eq!(proof.due_every(now), Some(grace / 3));
         drop((lost, old, stale));
         assert_eq!(proof.due_every(now + grace), None);
+    }
+
+    #[test]
+    fn a_quorum_hold_is_lost_when_its_majority_deadline_passes() {
+        let grace = Duration::from_millis(100);
+        let proofs: Arc<[Arc<InboxProof>]> = (0..3)
+            .map(|_| Arc::new(InboxProof::new(Some((grace, Duration::from_millis(3))))))
+            .collect();
+        let now = Instant::now();
+        let fresh = LostSignal::new(Arc::from("k"), Some(now + Duration::from_secs(30)));
+        fresh.watch_quorum(Arc::new(QuorumWatch::new(
+            proofs.clone(),
+            2,
+            now,
+            [0, 1, 2],
+        )));
+        assert!(!fresh.is_lost());
+        // made long ago on every master, no proof since: lost; a one-server renewal is no help
+        let made = now - Duration::from_millis(500);
+        let stale = LostSignal::new(Arc::from("k"), Some(now + Duration::from_secs(30)));
+        stale.watch_quorum(Arc::new(QuorumWatch::new(proofs, 2, made, [0, 1, 2])));
+        stale.renewed(now);
+        assert!(stale.is_lost());
     }
 
     #[test]

@@ -109,6 +109,7 @@ pub mod layer;
 mod lease;
 mod manager;
 mod options;
+mod quorum_proof;
 mod request;
 mod saturating;
 #[cfg(all(test, tower_lock_shuttle))]

@@ -355,8 +355,11 @@ impl<'a> Acquisition<'a> {
         };
         // the server answered the call that made this hold: it held it after `since`
         lost.prove(since);
-        // the hold may be taken over once its holder is seen dead
-        lost.watch_takeover(&self.shared.inbox_proof, since);
+        // the hold may be taken over once its holder is seen dead (on a quorum, by a majority)
+        match (self.shared.backend).quorum_watch(&self.id, self.owner, token) {
+            Some(watch) => lost.watch_quorum(watch),
+            None => lost.watch_takeover(&self.shared.inbox_proof, since),
+        }
         let info = LockInfo::new(key.clone(), token, lost.clone());
         let number = self.shared.live.insert(Hold {
             key,

@@ -10,6 +10,7 @@ mod cost;
 mod grant;
 mod layer;
 mod live;
+mod quorum;
 mod sentinel;
 
 use std::io::{BufRead, BufReader};
@@ -111,6 +112,22 @@ fn main() {
         ("a_wait_sends_no_proof_pings", || {
             Box::pin(cost::a_wait_sends_no_proof_pings())
         }),
+        ("a_killed_quorum_holder_is_taken_over", || {
+            Box::pin(quorum::a_killed_quorum_holder_is_taken_over())
+        }),
+        ("a_quorum_inbox_killed_on_one_master_loses_nothing", || {
+            Box::pin(quorum::a_quorum_inbox_killed_on_one_master_loses_nothing())
+        }),
+        (
+            "a_quorum_holder_cut_on_a_majority_is_lost_before_the_takeover",
+            || Box::pin(quorum::a_quorum_holder_cut_on_a_majority_is_lost_before_the_takeover()),
+        ),
+        ("a_frozen_quorum_master_loses_no_hold", || {
+            Box::pin(quorum::a_frozen_quorum_master_loses_no_hold())
+        }),
+        ("a_quorum_holder_without_takeover_keeps_its_lease", || {
+            Box::pin(quorum::a_quorum_holder_without_takeover_keeps_its_lease())
+        }),
     ];
     #[cfg(feature = "axum")]
     tests.push((
@@ -153,6 +170,9 @@ async fn child(url: &str, role: &str) {
         }
         "sentinel" => {
             Ok(sentinel::sentinel_manager(url.split(',').map(String::from).collect()).await)
+        }
+        "quorum" | "quorum no takeover" => {
+            Ok(quorum::quorum_manager(url.split(','), role == "quorum").await)
         }
         _ => Ok(manager(url).await),
     };

@@ -71,7 +71,7 @@ impl QuorumBackend {
         let elapsed = started.elapsed();
         let validity = node_lease.saturating_sub(elapsed).saturating_sub(drift);
         if round.verdict == Verdict::Yes && !validity.is_zero() {
-            let token = self.keep(lock, round, &won, attempt, reentry);
+            let token = self.keep(lock, round, &won, (attempt, started), reentry);
             return Ok(Attempt::Acquired { token });
         }
         if round.verdict == Verdict::Yes {
@@ -127,24 +127,25 @@ impl QuorumBackend {
         won
     }
 
-    /// The attempt won: record the hold, drop what a lost hold left behind, and settle the
-    /// masters still answering. Returns the hold's fencing token.
+    /// The attempt (begun at `started`) won: record the hold, drop what a lost hold left behind,
+    /// and settle the masters still answering. Returns the hold's fencing token.
     fn keep(
         &self,
         lock: LockParty,
         round: Round<Grant>,
         won: &[(usize, u64, bool)],
-        attempt: QuorumAttempt,
+        (attempt, started): (QuorumAttempt, Instant),
         reentry: bool,
     ) -> u64 {
         let parts = parts(attempt.n, &round.answers);
         let (token, stale) = self.holds.record(lock.clone(), won, parts, attempt);
+        self.watches.made(&lock, token, started, won);
         if !stale.is_empty() {
             let undo = self.undo(lock.clone());
             self.finish_later(async move { undo.drop_stale(stale).await });
         }
         let fresh = (!reentry).then_some(attempt.id);
-        self.settle_after_win(round.rest, lock, token, fresh);
+        self.settle_after_win(round.rest, lock, (token, started), fresh);
         token
     }
 
@@ -224,19 +225,30 @@ impl QuorumBackend {
     /// Once the owner let go of it (released, or lost and taken anew), what they took is undone:
     /// by its token, or, when their call failed, by the attempt (`fresh`: its id, when it took
     /// the lock afresh; a failed re-entry is left to expire, nothing tells it from the hold).
+    /// A late fresh grant counts for the hold's takeover deadline from the attempt's start.
     fn settle_after_win(
         &self,
         mut rest: FuturesUnordered<NodeCall<Grant>>,
         lock: LockParty,
-        hold_token: u64,
+        (hold_token, started): (u64, Instant),
         fresh: Option<u64>,
     ) {
         if rest.is_empty() {
             return;
         }
         let (holds, undo) = (self.holds.clone(), self.undo(lock.clone()));
+        let watches = self.watches.clone();
         self.finish_later(async move {
             while let Some((i, answer)) = rest.next().await {
+                // a fresh take there made a new hold, which no earlier takeover mark names; a
+                // re-entry deleted no mark, and counts from the hold's own renewals
+                let fresh_take = matches!(
+                    answer,
+                    Ok(Grant::Won {
+                        reentered: false,
+                        ..
+                    })
+                );
                 let (part, taken) = match answer {
                     Ok(Grant::Won { token, .. }) => {
                         (Part::Granted(token), Some(Binding::Token(token)))
@@ -245,6 +257,9 @@ impl QuorumBackend {
                     Err(_) => (Part::Failed, fresh.map(Binding::Attempt)),
                 };
                 if holds.settle(&lock, hold_token, i, part) {
+                    if fresh_take {
+                        watches.renewed(&lock, i, started);
+                    }
                     continue;
                 }
                 if let Some(by) = taken {

@@ -1,5 +1,6 @@
 //! Connecting a quorum manager to its masters: per master a command pool (commands bounded by the
-//! node timeout) and an inbox; one wait registry and one background task for all.
+//! node timeout) and an inbox, which proves itself in proofs of its own; one wait registry and
+//! one background task for all.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use super::{Node, QuorumBackend};
 use crate::backend::redis::{open_server, spawn_inbox, KeySpace, Server, Settings, Subscription};
 use crate::backend::{InboxStop, Wiring};
 use crate::error::LockError;
+use crate::inbox_proof::InboxProof;
 
 /// The quorum backend over the masters of `infos`, with their inboxes running. Connects when a
 /// majority of the masters can be subscribed; the inboxes of the others keep trying in the
@@ -22,14 +24,22 @@ pub(crate) async fn connect(
     settings: &Settings,
     wiring: &Wiring,
 ) -> Result<(Arc<QuorumBackend>, InboxStop), LockError> {
-    let servers = (infos.iter())
-        .map(|info| {
+    // each master's inbox proves itself on its own: a proof of one is none of another's
+    let proofs: Vec<Arc<InboxProof>> = (infos.iter())
+        .map(|_| Arc::new(wiring.inbox_proof.same_grace()))
+        .collect();
+    let servers = (infos.iter().zip(&proofs))
+        .map(|(info, proof)| {
+            let own = Wiring {
+                inbox_proof: proof.clone(),
+                ..wiring.clone()
+            };
             open_server(
                 info.clone().into(),
                 None,
                 node_timeout,
                 settings,
-                wiring,
+                &own,
                 false,
             )
         })
@@ -47,6 +57,7 @@ pub(crate) async fn connect(
         .collect();
     let quorum = QuorumBackend::new(
         nodes,
+        proofs,
         wiring.manager_id.clone(),
         KeySpace::new(&settings.namespace).inbox_prefix(),
         wiring.waiters.clone(),

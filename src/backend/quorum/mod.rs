@@ -30,6 +30,21 @@
 //! within the time between the two acquisitions: a whole lease after a loss by expiry, as little as
 //! a round trip after an explicit release.
 //!
+//! # Why a dead holder's takeover excludes
+//!
+//! Each master judges its own part of a hold with the one-server script (`takeover.lua`): it
+//! ends its part once the manager's inbox on that master has been missing for the grace, seen
+//! twice that far apart with no renewal there between. So each master m that granted a hold has
+//! a deadline of its own, by the holder's clock: the later of m's last inbox proof and the start
+//! of the last call that made or renewed the hold on m (only a call m answered; a fresh take,
+//! never a re-entry, which deletes no mark), plus the grace less the drift allowance. Before
+//! that deadline m cannot have ended its part. The holder counts its hold lost once fewer than a
+//! majority of the masters that granted it have their deadline ahead (`quorum_proof.rs`). A new
+//! holder needs a majority of the masters; while a majority V of ours is ahead, any majority of
+//! the new holder shares a master with V, which still holds our lock (its lease did not run out
+//! either: see above). A minority down, frozen or cut from the inbox therefore loses nothing.
+//! Every master's inbox keeps its own proofs: a proof on one says nothing of another.
+//!
 //! # Why fair locks are refused
 //!
 //! Every master would keep its own FIFO queue, the parallel requests reach the masters in
@@ -41,7 +56,9 @@ mod acquire;
 mod connect;
 mod holds;
 mod inspect;
+mod renew;
 mod round;
+mod takeover;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -57,12 +74,14 @@ use super::{LockParty, Released};
 use crate::background::Background;
 use crate::error::BoxError;
 use crate::ids::OwnerId;
+use crate::inbox_proof::InboxProof;
 use crate::key::LockKey;
 use crate::waiters::{Departure, LockId, WaitRegistry};
 use acquire::release_call;
 pub(crate) use connect::connect;
 use holds::QuorumHolds;
 use round::{gather, majority, NodeCall, Verdict};
+use takeover::HoldWatches;
 
 /// Why fair and shared locks are refused on a quorum manager.
 pub(crate) const QUEUED_REFUSED: &str = "fair (FIFO), read/write and semaphore locks on a quorum \
@@ -129,6 +148,8 @@ pub(crate) struct QuorumBackend {
     waiters: Arc<WaitRegistry>,
     /// The holds this manager has, with the tokens the masters issued for them.
     holds: Arc<QuorumHolds>,
+    /// The takeover watches of those holds, which each master's renewals move.
+    watches: Arc<HoldWatches>,
     /// The id of the next acquire attempt (see [`holds::Binding`]).
     attempts: AtomicU64,
     /// Bounds each master's call, and the jitter after a failed attempt.
@@ -138,20 +159,24 @@ pub(crate) struct QuorumBackend {
 }
 
 impl QuorumBackend {
+    /// The backend over `nodes`, whose inboxes prove themselves in `proofs` (by master index).
     pub(crate) fn new(
         nodes: Vec<Node>,
+        proofs: Vec<Arc<InboxProof>>,
         manager_id: Arc<str>,
         inbox_prefix: String,
         waiters: Arc<WaitRegistry>,
         node_timeout: Duration,
         background: Background,
     ) -> Self {
+        let quorum = majority(nodes.len());
         QuorumBackend {
             nodes,
             manager_id,
             inbox_prefix,
             waiters,
             holds: Arc::default(),
+            watches: Arc::new(HoldWatches::new(proofs, quorum)),
             attempts: AtomicU64::new(1),
             node_timeout,
             background,
@@ -203,6 +228,9 @@ impl QuorumBackend {
             return Ok(Released::NotHeld);
         };
         let last = release.last;
+        if last {
+            self.watches.forget(&lock);
+        }
         let calls = self
             .nodes
             .iter()
@@ -247,62 +275,6 @@ impl QuorumBackend {
             return;
         }
         self.finish_later(async move { while rest.next().await.is_some() {} });
-    }
-
-    /// Renew every lock of `batch` on every master: a lock is still held when a majority renewed it.
-    /// The round ends as soon as every lock is decided (a frozen master must not delay the next
-    /// round past the masters' expiry); the rest finishes in the background. When fewer than a
-    /// majority answer, the round fails as a whole (the watchdog then counts the lease as not
-    /// renewed, and loses it once a whole lease passed that way).
-    pub(crate) async fn renew(
-        &self,
-        batch: &[LockParty],
-        lease: Duration,
-    ) -> Result<Vec<bool>, BoxError> {
-        let (n, q) = (self.nodes.len(), self.quorum());
-        let shared: Arc<[LockParty]> = Arc::from(batch);
-        let suspect = self.suspects();
-        let mut rest: FuturesUnordered<NodeCall<Vec<bool>>> = self
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, node)| {
-                let (redis, batch, timeout) =
-                    (node.redis.clone(), shared.clone(), self.node_timeout);
-                let up = node.up.clone();
-                Box::pin(
-                    async move { (i, bounded(timeout, &up, redis.renew(&batch, lease)).await) },
-                ) as NodeCall<_>
-            })
-            .collect();
-        let mut renewed = vec![0usize; batch.len()];
-        let mut answers = Vec::with_capacity(n);
-        let mut outstanding = vec![true; n];
-        let mut ok = 0;
-        while let Some((i, answer)) = rest.next().await {
-            if let Ok(flags) = &answer {
-                ok += 1;
-                for (count, held) in renewed.iter_mut().zip(flags) {
-                    *count += usize::from(*held);
-                }
-            }
-            if let Some(flag) = outstanding.get_mut(i) {
-                *flag = false;
-            }
-            answers.push((i, answer.map(drop)));
-            // Done when every lock is decided, not waiting for masters that failed last time.
-            let pending = rest.len();
-            let live = (0..n).filter(|i| outstanding[*i] && !suspect[*i]).count();
-            let decided = |pending: usize| renewed.iter().all(|r| *r >= q || r + pending < q);
-            if ok + pending < q || (ok >= q && (decided(pending) || decided(live))) {
-                break;
-            }
-        }
-        self.drain(rest);
-        if ok < q {
-            return Err(self.down("renewal", &answers));
-        }
-        Ok(renewed.into_iter().map(|r| r >= q).collect())
     }
 
     /// A request of this process stopped waiting for `id`: withdraw or pass on, on every master.

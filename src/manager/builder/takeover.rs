@@ -11,8 +11,8 @@ use crate::error::LockError;
 use crate::inbox_proof::InboxProof;
 use crate::manager::new_manager_id;
 
-/// The takeover grace a manager on one Redis server or Sentinel has by default: a killed
-/// holder's lock passes on within 2 s (BENCHMARKS.md, "Dead holders": a grace of 1 s came too
+/// The takeover grace a manager on one Redis server, Sentinel or a quorum has by default: a
+/// killed holder's lock passes on within 2 s (BENCHMARKS.md, "Dead holders": a grace of 1 s came too
 /// close), and a live holder's inbox has 750 ms to prove itself, which three PINGs share.
 pub const DEFAULT_TAKEOVER_GRACE: Duration = Duration::from_millis(750);
 
@@ -35,7 +35,8 @@ pub(super) enum Takeover {
 
 impl LockManagerBuilder {
     /// Let other managers end this manager's holds (every mode) once its process has been seen
-    /// dead for `grace` (default: [`DEFAULT_TAKEOVER_GRACE`] on one Redis server or Sentinel).
+    /// dead for `grace` (default: [`DEFAULT_TAKEOVER_GRACE`] on one Redis server, Sentinel or a
+    /// quorum).
     ///
     /// A process that dies closes its connections, and Redis sees its inbox go at once. A waiting
     /// manager that sees it missing twice, `grace` apart, with no renewal between, ends the hold
@@ -46,8 +47,11 @@ impl LockManagerBuilder {
     /// of it: a longer grace rides out longer stalls, and passes a dead holder's locks on later.
     /// While a hold is older than a third of the grace, the manager PINGs its inbox that often.
     /// Only managers with a grace probe holders: give every manager of a namespace the same.
-    /// One Redis server or Sentinel only; from 100 ms to 1 h. [`build`](Self::build) refuses
-    /// others with [`LockError::Config`].
+    /// On a quorum, each master judges its own part of a hold, and the holder's `lost()` fires
+    /// once fewer than a majority of the masters that granted it have its inbox proven there:
+    /// one master down or stalled loses nothing. One Redis server, Sentinel or a quorum; from
+    /// 100 ms to 1 h. [`build`](Self::build) refuses others (memory, a cluster) with
+    /// [`LockError::Config`].
     pub fn takeover_grace(mut self, grace: Duration) -> Self {
         self.takeover = Takeover::Grace(grace);
         self
@@ -57,8 +61,8 @@ impl LockManagerBuilder {
     /// [`DEFAULT_TAKEOVER_GRACE`] (750 ms), and refuse a backend that cannot (see
     /// [`takeover_grace`](Self::takeover_grace)).
     ///
-    /// The default already does so on one Redis server or Sentinel. Asking for it explicitly
-    /// makes a cluster or a quorum, which cannot take holds over yet, an error instead.
+    /// The default already does so on one Redis server, Sentinel or a quorum. Asking for it
+    /// explicitly makes a cluster, which cannot take holds over yet, an error instead.
     pub fn takeover(self) -> Self {
         self.takeover_grace(DEFAULT_TAKEOVER_GRACE)
     }
@@ -77,6 +81,9 @@ impl LockManagerBuilder {
         match self.target {
             #[cfg(feature = "redis")]
             Target::Redis(_) | Target::RedisPool(..) | Target::Sentinel(..) => true,
+            // each master judges its own part of a hold; a majority decides (`quorum_proof.rs`)
+            #[cfg(feature = "redis")]
+            Target::Quorum(_) => true,
             _ => false,
         }
     }
@@ -98,8 +105,8 @@ impl LockManagerBuilder {
         }
         if !self.takes_over() {
             return Err(LockError::Config(
-                "takeover of dead holders needs one Redis server or Sentinel \
-                 (not memory, a cluster or a quorum)"
+                "takeover of dead holders needs one Redis server, Sentinel or a quorum \
+                 (not memory or a cluster)"
                     .to_owned(),
             ));
         }
@@ -166,8 +173,22 @@ mod tests {
         assert_eq!(off.grace(), None);
         let quorum = LockManager::builder().quorum(["redis://a:1", "redis://b:1", "redis://c:1"]);
         assert!(quorum.check_takeover().is_ok());
-        assert_eq!(quorum.grace(), None);
+        assert_eq!(quorum.grace(), Some(DEFAULT_TAKEOVER_GRACE));
+        let asked = LockManager::builder().quorum(["redis://a:1", "redis://b:1", "redis://c:1"]);
+        assert!(asked.takeover().check_takeover().is_ok());
         assert_eq!(LockManager::builder().grace(), None);
+    }
+
+    #[cfg(feature = "cluster")]
+    #[test]
+    fn a_cluster_still_refuses_takeover() {
+        let cluster = LockManager::builder().cluster(["redis://127.0.0.1:1"]);
+        assert_eq!(cluster.grace(), None);
+        let asked = LockManager::builder().cluster(["redis://127.0.0.1:1"]);
+        let refused = asked.takeover().check_takeover();
+        assert!(
+            matches!(refused, Err(LockError::Config(why)) if why.contains("not memory or a cluster"))
+        );
     }
 
     #[test]
