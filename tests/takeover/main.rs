@@ -128,6 +128,9 @@ fn main() {
         ("a_quorum_holder_without_takeover_keeps_its_lease", || {
             Box::pin(quorum::a_quorum_holder_without_takeover_keeps_its_lease())
         }),
+        ("quorum_probes_cost_one_call_per_manager_per_second", || {
+            Box::pin(quorum::quorum_probes_cost_one_call_per_manager_per_second())
+        }),
     ];
     #[cfg(feature = "axum")]
     tests.push((

@@ -165,3 +165,43 @@ pub(super) async fn a_quorum_holder_without_takeover_keeps_its_lease() {
     );
     assert_eq!(masters.holding("held"), 3, "the dead holder's hold went");
 }
+
+/// Fifty requests of one manager wait for a live quorum holder: each master gets one probe
+/// script call a second for all of them (and the holder's renewal), never one per request.
+pub(super) async fn quorum_probes_cost_one_call_per_manager_per_second() {
+    let masters = Masters::start(3);
+    let holder = quorum_manager(masters.urls(), true).await;
+    let m = quorum_manager(masters.urls(), true).await;
+    let held = holder.acquire("held", &LockOptions::exclusive()).await;
+    let held = held.expect("the holder's lock");
+    let waiters: Vec<_> = (0..50)
+        .map(|_| {
+            let m = m.clone();
+            tokio::spawn(async move {
+                let opts = LockOptions::exclusive().wait_timeout(LEASE);
+                let guard = m.acquire("held", &opts).await.expect("the released lock");
+                guard.release().await.expect("release");
+            })
+        })
+        .collect();
+    while m.waiting() < 50 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // every request made its one attempt on every master
+    tokio::time::sleep(GRACE).await;
+    let calls = |server: &RedisServer| server.command_calls("evalsha");
+    let before: Vec<u64> = masters.servers.iter().map(calls).collect();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for (server, before) in masters.servers.iter().zip(before) {
+        let during = calls(server) - before;
+        assert!((2..=5).contains(&during), "{during} script calls in 3 s");
+    }
+    assert!(
+        waiters.iter().all(|w| !w.is_finished()),
+        "a live holder was taken over"
+    );
+    held.release().await.unwrap();
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+}
