@@ -127,3 +127,83 @@ impl QuorumBackend {
         Ok(soonest)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GRACE: Duration = Duration::from_millis(500);
+
+    fn lock() -> LockParty {
+        LockParty {
+            id: LockId::new("{ns:k}"),
+            owner: Arc::from("m:1"),
+        }
+    }
+
+    /// Three masters, each with a live inbox proven since `since`.
+    fn watches(since: Instant) -> (HoldWatches, Vec<Arc<InboxProof>>) {
+        let proofs: Vec<Arc<InboxProof>> = (0..3)
+            .map(|_| Arc::new(InboxProof::new(Some((GRACE, Duration::from_millis(7))))))
+            .collect();
+        for proof in &proofs {
+            proof.subscribed(since, since);
+        }
+        (HoldWatches::new(proofs.clone(), 2), proofs)
+    }
+
+    #[test]
+    fn only_masters_that_took_the_lock_afresh_count() {
+        let t0 = Instant::now();
+        let (watches, proofs) = watches(t0);
+        let made = t0 + Duration::from_millis(10);
+        // masters 0 and 1 took it afresh; master 2 re-entered a hold left from before
+        let won = [(0, 11, false), (1, 12, false), (2, 13, true)];
+        watches.made(&lock(), 12, made, &won);
+        let watch = watches.get(&lock(), 12).expect("a watch");
+        assert!(watches.get(&lock(), 99).is_none(), "another hold's token");
+        // master 2's proofs do not count: masters 0 and 1 must both keep it
+        let allowance = GRACE - Duration::from_millis(7);
+        proofs[2].answered(made + Duration::from_millis(900));
+        proofs[1].answered(made + Duration::from_millis(300));
+        assert_eq!(watch.deadline(), Some(made + allowance));
+        // a renewal found the hold on master 2: from then on it counts
+        watches.renewed(&lock(), 2, made + Duration::from_millis(1));
+        let expected = made + Duration::from_millis(300) + allowance;
+        assert_eq!(watch.deadline(), Some(expected));
+    }
+
+    #[test]
+    fn a_reentry_keeps_the_watch_and_a_new_hold_gets_its_own() {
+        let t0 = Instant::now();
+        let (watches, _) = watches(t0);
+        watches.made(&lock(), 12, t0, &[(0, 11, false), (1, 12, false)]);
+        let first = watches.get(&lock(), 12).expect("a watch");
+        // a re-entry under the same token: the same watch, moved on where taken afresh (master
+        // 0 re-entered, which deletes no takeover mark: it stays where it was)
+        let later = t0 + Duration::from_millis(100);
+        watches.made(
+            &lock(),
+            12,
+            later,
+            &[(0, 11, true), (1, 15, false), (2, 14, false)],
+        );
+        let again = watches.get(&lock(), 12).expect("a watch");
+        assert!(Arc::ptr_eq(&first, &again));
+        let allowance = GRACE - Duration::from_millis(7);
+        assert_eq!(again.deadline(), Some(later + allowance));
+        // the hold lost and taken anew: a watch of its own, the old one left to its guards
+        watches.made(&lock(), 20, later, &[(1, 19, false), (2, 20, false)]);
+        let new = watches.get(&lock(), 20).expect("a watch");
+        assert!(!Arc::ptr_eq(&first, &new));
+        watches.forget(&lock());
+        assert!(watches.get(&lock(), 20).is_none());
+    }
+
+    #[test]
+    fn takeover_off_makes_no_watch() {
+        let off = HoldWatches::new(vec![Arc::new(InboxProof::new(None)); 3], 2);
+        off.made(&lock(), 1, Instant::now(), &[(0, 1, false), (1, 1, false)]);
+        assert!(off.get(&lock(), 1).is_none());
+    }
+}
