@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release --example takeover              # 20 trials, 3 s lease, default grace
 //! cargo run --release --example takeover -- 20 6 1000 # trials, lease s, grace ms
+//! QUORUM=3 cargo run --release --example takeover     # on a quorum of 3 redis-servers
 //! ```
 //!
 //! Each trial starts a child process (this binary again) that takes a lock and holds it; a request
@@ -47,9 +48,14 @@ impl Setup {
         }
     }
 
-    /// A manager on `url`, with the grace when `takeover`.
+    /// A manager on `url` (a quorum's masters' URLs joined by commas), with the grace when
+    /// `takeover`.
     async fn manager(&self, url: &str, takeover: bool) -> LockManager {
-        let builder = LockManager::builder().redis(url).lease(self.lease);
+        let builder = match url.contains(',') {
+            true => LockManager::builder().quorum(url.split(',')),
+            false => LockManager::builder().redis(url),
+        };
+        let builder = builder.lease(self.lease);
         let builder = match (takeover, self.grace) {
             (true, Some(grace)) => builder.takeover_grace(grace),
             (true, None) => builder,
@@ -70,11 +76,16 @@ async fn main() {
         let _ = std::io::stdin().read_line(&mut String::new());
         return;
     }
-    let (url, _server) = match std::env::var("REDIS_URL") {
-        Ok(url) => (url, None),
-        Err(_) => {
+    let masters = std::env::var("QUORUM").map(|n| n.parse().expect("QUORUM: masters"));
+    let (url, _servers) = match (std::env::var("REDIS_URL"), masters) {
+        (Ok(url), _) => (url, None),
+        (Err(_), Ok(n)) => {
+            let masters = support::masters::Masters::start(n);
+            (masters.urls().join(","), Some(masters.servers))
+        }
+        (Err(_), Err(_)) => {
             let server = support::RedisServer::start();
-            (server.url(), Some(server))
+            (server.url(), Some(vec![server]))
         }
     };
     println!(
