@@ -82,6 +82,12 @@ impl LockManager {
     /// them for: run them with `appendfsync always`, or keep a crashed master out for longer than
     /// the longest lease before it rejoins (RedLock's "delayed restart").
     ///
+    /// **Dead holders** are taken over, as on one server (grace 750 ms by default; see
+    /// [`takeover_grace`](crate::LockManagerBuilder::takeover_grace)): each master ends its own
+    /// part of a hold whose manager's inbox there has been gone for the grace, and a holder counts
+    /// its hold lost once fewer than a majority of its masters can prove its inbox, before any
+    /// waiter can have a majority. One master down or frozen loses no hold.
+    ///
     /// **Fair locks are refused** with [`LockError::Unsupported`]: each master would keep its own
     /// FIFO queue, the parallel requests reach the masters in different orders, and grants made by
     /// different masters to different heads would leave nobody with a majority. One order across
