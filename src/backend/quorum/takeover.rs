@@ -202,7 +202,8 @@ mod tests {
 
     #[test]
     fn takeover_off_makes_no_watch() {
-        let off = HoldWatches::new(vec![Arc::new(InboxProof::new(None)); 3], 2);
+        let off = (0..3).map(|_| Arc::new(InboxProof::new(None))).collect();
+        let off = HoldWatches::new(off, 2);
         off.made(&lock(), 1, Instant::now(), &[(0, 1, false), (1, 1, false)]);
         assert!(off.get(&lock(), 1).is_none());
     }
