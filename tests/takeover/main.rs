@@ -137,6 +137,11 @@ fn main() {
         "a_request_through_the_layer_gets_a_killed_holders_lock",
         || Box::pin(layer::a_request_through_the_layer_gets_a_killed_holders_lock()),
     ));
+    #[cfg(feature = "axum")]
+    tests.push((
+        "a_request_through_the_layer_gets_a_killed_quorum_holders_lock",
+        || Box::pin(layer::a_request_through_the_layer_gets_a_killed_quorum_holders_lock()),
+    ));
     let only = std::env::args().nth(1).filter(|arg| !arg.starts_with('-'));
     let chosen: Vec<_> = (tests.iter())
         .filter(|(name, _)| only.as_deref().is_none_or(|only| name.contains(only)))
@@ -161,7 +166,9 @@ async fn manager(url: &str) -> LockManager {
 }
 
 /// The child: hold the lock ("exclusive", "fair", or "no takeover": exclusive, by a manager with
-/// takeover off), say so, and stay until killed (or the parent goes).
+/// takeover off; "quorum", "quorum no takeover": the same on a quorum whose masters' URLs `url`
+/// joins by commas; a role ending in "account" holds `accounts/7`), say so, and stay until
+/// killed (or the parent goes).
 async fn child(url: &str, role: &str) {
     if role == "wait and report" {
         return grant::wait_and_report(url).await;
@@ -174,8 +181,9 @@ async fn child(url: &str, role: &str) {
         "sentinel" => {
             Ok(sentinel::sentinel_manager(url.split(',').map(String::from).collect()).await)
         }
-        "quorum" | "quorum no takeover" => {
-            Ok(quorum::quorum_manager(url.split(','), role == "quorum").await)
+        "quorum" | "quorum account" | "quorum no takeover" => {
+            let takeover = role != "quorum no takeover";
+            Ok(quorum::quorum_manager(url.split(','), takeover).await)
         }
         _ => Ok(manager(url).await),
     };
@@ -187,7 +195,7 @@ async fn child(url: &str, role: &str) {
         _ => LockOptions::exclusive(),
     };
     let owner = m.owner();
-    let key = if role == "account" {
+    let key = if role.ends_with("account") {
         "accounts/7"
     } else {
         "held"
