@@ -83,9 +83,22 @@ impl QuorumWatch {
         self.parts.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Master `master` made or renewed the hold by a call begun at `at` (it deleted any takeover
-    /// mark there). A deadline already past stays past.
+    /// Master `master` granted the hold afresh, by a call begun at `at` (a late answer, or a
+    /// re-entry that took the lock there anew): it counts from then on. A deadline already past
+    /// stays past.
+    pub(crate) fn granted(&self, master: usize, at: Instant) {
+        self.moved(master, at, true);
+    }
+
+    /// Master `master` renewed the owner's hold by a call begun at `at` (it deleted any takeover
+    /// mark there). Only a master that granted this hold counts: a renewal goes by owner, and on
+    /// another master it may have found an earlier hold of the owner that a release still on its
+    /// way there drops. A deadline already past stays past.
     pub(crate) fn renewed(&self, master: usize, at: Instant) {
+        self.moved(master, at, false);
+    }
+
+    fn moved(&self, master: usize, at: Instant, granted: bool) {
         let mut parts = self.parts();
         if parts.passed.is_some() {
             return;
@@ -96,8 +109,10 @@ impl QuorumWatch {
                 return;
             }
         }
-        if let Some(slot) = parts.renewed.get_mut(master) {
-            *slot = Some(slot.map_or(at, |before| before.max(at)));
+        match parts.renewed.get_mut(master) {
+            Some(Some(before)) => *before = (*before).max(at),
+            Some(slot) if granted => *slot = Some(at),
+            _ => {}
         }
     }
 
@@ -248,7 +263,7 @@ mod tests {
     }
 
     #[test]
-    fn a_master_that_did_not_grant_counts_only_once_it_renews() {
+    fn a_master_counts_only_once_it_granted_the_hold() {
         let proofs = proofs(3);
         let now = Instant::now();
         let watch = QuorumWatch::new(proofs.clone(), 2, now, [0, 1]);
@@ -256,7 +271,11 @@ mod tests {
         proofs[2].subscribed(now - ms(5), now - ms(5));
         proofs[2].answered(now + ms(400));
         assert_eq!(watch.deadline(), Some(now + allowance));
+        // a renewal there may have found an earlier hold of the owner: it adds nothing
         watch.renewed(2, now + ms(1));
+        assert_eq!(watch.deadline(), Some(now + allowance));
+        // its late grant of this very hold does
+        watch.granted(2, now + ms(1));
         assert_eq!(watch.deadline(), Some(now + allowance));
         proofs[1].subscribed(now - ms(5), now - ms(5));
         proofs[1].answered(now + ms(300));

@@ -258,7 +258,7 @@ impl QuorumBackend {
                 };
                 if holds.settle(&lock, hold_token, i, part) {
                     if fresh_take {
-                        watches.renewed(&lock, i, started);
+                        watches.granted(&lock, i, started);
                     }
                     continue;
                 }

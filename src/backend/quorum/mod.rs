@@ -37,7 +37,9 @@
 //! twice that far apart with no renewal there between. So each master m that granted a hold has
 //! a deadline of its own, by the holder's clock: the later of m's last inbox proof and the start
 //! of the last call that made or renewed the hold on m (only a call m answered; a fresh take,
-//! never a re-entry, which deletes no mark), plus the grace less the drift allowance. Before
+//! never a re-entry, which deletes no mark; a renewal only where the hold was granted, as it goes
+//! by owner and elsewhere may have found an earlier hold that a release in flight drops), plus
+//! the grace less the drift allowance. Before
 //! that deadline m cannot have ended its part. The holder counts its hold lost once fewer than a
 //! majority of the masters that granted it have their deadline ahead (`quorum_proof.rs`). A new
 //! holder needs a majority of the masters; while a majority V of ours is ahead, any majority of

@@ -54,7 +54,7 @@ impl HoldWatches {
         let mut table = self.table();
         if let Some((_, watch)) = table.get(lock).filter(|(kept, _)| *kept == token) {
             if !watch.has_passed() {
-                fresh.for_each(|master| watch.renewed(master, started));
+                fresh.for_each(|master| watch.granted(master, started));
                 return;
             }
         }
@@ -69,12 +69,24 @@ impl HoldWatches {
         Some(watch.clone())
     }
 
-    /// Master `master` made or renewed the owner's hold of the lock by a call begun at `at`.
+    /// Master `master` granted the owner's hold of the lock afresh after the attempt's verdict,
+    /// by a call begun at `at` (see [`QuorumWatch::granted`]).
+    pub(super) fn granted(&self, lock: &LockParty, master: usize, at: Instant) {
+        if let Some(watch) = self.current(lock) {
+            watch.granted(master, at);
+        }
+    }
+
+    /// Master `master` renewed the owner's hold of the lock by a call begun at `at` (see
+    /// [`QuorumWatch::renewed`]).
     pub(super) fn renewed(&self, lock: &LockParty, master: usize, at: Instant) {
-        let watch = self.table().get(lock).map(|(_, watch)| watch.clone());
-        if let Some(watch) = watch {
+        if let Some(watch) = self.current(lock) {
             watch.renewed(master, at);
         }
+    }
+
+    fn current(&self, lock: &LockParty) -> Option<Arc<QuorumWatch>> {
+        self.table().get(lock).map(|(_, watch)| watch.clone())
     }
 
     /// The owner's last hold of the lock is released: its watch goes with it (its guards keep
@@ -167,8 +179,11 @@ mod tests {
         proofs[2].answered(made + Duration::from_millis(900));
         proofs[1].answered(made + Duration::from_millis(300));
         assert_eq!(watch.deadline(), Some(made + allowance));
-        // a renewal found the hold on master 2: from then on it counts
+        // a renewal that found the owner on master 2 does not make it count; a late fresh grant
+        // of the hold does
         watches.renewed(&lock(), 2, made + Duration::from_millis(1));
+        assert_eq!(watch.deadline(), Some(made + allowance));
+        watches.granted(&lock(), 2, made + Duration::from_millis(1));
         let expected = made + Duration::from_millis(300) + allowance;
         assert_eq!(watch.deadline(), Some(expected));
     }
