@@ -7,6 +7,7 @@ mod builder;
 mod closing;
 mod cohort;
 mod cohort_requests;
+mod election;
 mod entry;
 mod force;
 mod guard;
@@ -40,6 +41,7 @@ pub(crate) use all::{take_in_order, Wait};
 pub use builder::{
     LockManagerBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_NODE_TIMEOUT, DEFAULT_TAKEOVER_GRACE,
 };
+pub use election::{Leader, LeaderWatch, Leadership};
 pub(crate) use guard::Releaser;
 pub use guard::{LockGuard, LockInfo};
 pub use inspect::DEFAULT_LIST_LIMIT;
