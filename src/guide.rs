@@ -12,7 +12,7 @@
 //! | [`redis`] | version, data model, ACL, TLS, persistence, Sentinel, Cluster, the failover window |
 //! | [`operations`] | shutdown, outages, logs, metrics and their histogram buckets |
 //! | [`cli`] | the `tower-lock` command: list, show, watch and force-release locks from a shell |
-//! | [`direct_api`] | locks outside a request: jobs, several locks at once, re-entry, read/write, semaphores, quorum |
+//! | [`direct_api`] | locks outside a request: jobs, several locks at once, leader election, re-entry, read/write, semaphores, quorum |
 //! | [`chaos`] | the fault-injection run and its figures |
 
 #[doc = include_str!("guide/design.md")]
