@@ -37,7 +37,7 @@ pub(super) async fn a_live_holder_is_lost_before_a_takeover_through_a_failover()
         info.lost().await;
         Instant::now()
     });
-    let waiter = wait_for_held(&other, LockOptions::exclusive(), LEASE);
+    let waiter = wait_through_failover(&other);
     tokio::time::sleep(GRACE * 3).await;
     assert!(!waiter.is_finished(), "a live holder was taken over");
     service.fail_over();
@@ -70,6 +70,27 @@ pub(super) async fn a_live_holder_is_lost_before_a_takeover_through_a_failover()
         .expect("still held after the failover");
     let next = waiter.await.unwrap().expect("the released lock");
     next.release().await.unwrap();
+}
+
+/// A request of `m` waiting for "held" through a failover: a wait the failover ends
+/// (`Unavailable`: the old master closed the connection) waits again, until [`LEASE`] is up.
+fn wait_through_failover(
+    m: &LockManager,
+) -> tokio::task::JoinHandle<Result<tower_lock::LockGuard, tower_lock::LockError>> {
+    let m = m.clone();
+    tokio::spawn(async move {
+        let until = Instant::now() + LEASE;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            let opts = LockOptions::exclusive().wait_timeout(left);
+            match m.acquire("held", &opts).await {
+                Err(tower_lock::LockError::Unavailable { .. }) if !left.is_zero() => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                outcome => return outcome,
+            }
+        }
+    })
 }
 
 /// A holder on the new master whose process dies is taken over there within
