@@ -53,6 +53,17 @@ pub enum LockError {
         /// What is not supported.
         what: String,
     },
+    /// A run-once job was refused when it was scheduled
+    /// ([`LockManager::run_once`](crate::LockManager::run_once)): its schedule cannot be what its
+    /// author meant (a zero period, `at_least` past `at_most`), or no Tokio runtime runs the call.
+    /// Refused at once, so that a job never silently runs never, or twice a tick.
+    #[error("invalid run-once job {key:?}: {reason}")]
+    InvalidJob {
+        /// The job's lock name, as given.
+        key: String,
+        /// What is wrong, and what to write instead.
+        reason: String,
+    },
     /// The manager could not be built (bad URL, bad namespace, ...).
     #[error("invalid lock manager configuration: {0}")]
     Config(String),
@@ -72,7 +83,8 @@ impl LockError {
             LockError::Timeout { key, .. }
             | LockError::Unavailable { key, .. }
             | LockError::NotHeld { key }
-            | LockError::Unsupported { key, .. } => Some(key),
+            | LockError::Unsupported { key, .. }
+            | LockError::InvalidJob { key, .. } => Some(key),
         }
     }
 

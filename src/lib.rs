@@ -131,9 +131,10 @@ pub use backend::redis::RedisPool;
 pub use error::{BoxError, KeyError, LockError};
 pub use layer::{LockLayer, LockService};
 pub use manager::{
-    Leader, LeaderWatch, Leadership, LockGuard, LockGuards, LockInfo, LockManager,
-    LockManagerBuilder, LockOwner, DEFAULT_COMMAND_TIMEOUT, DEFAULT_FAIR_EVICTION, DEFAULT_LEASE,
-    DEFAULT_LIST_LIMIT, DEFAULT_NODE_TIMEOUT, DEFAULT_TAKEOVER_GRACE,
+    JobHandle, JobRun, JobSchedule, Leader, LeaderWatch, Leadership, LockGuard, LockGuards,
+    LockInfo, LockManager, LockManagerBuilder, LockOwner, DEFAULT_COMMAND_TIMEOUT,
+    DEFAULT_FAIR_EVICTION, DEFAULT_LEASE, DEFAULT_LIST_LIMIT, DEFAULT_NODE_TIMEOUT,
+    DEFAULT_TAKEOVER_GRACE,
 };
 pub use options::{Lease, LockOptions, Mode};
 pub use request::{

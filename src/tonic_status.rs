@@ -12,7 +12,8 @@ use crate::error::LockError;
 /// (`UNAVAILABLE`, which clients may retry); a lease lost before the release means the work may
 /// have overlapped with another holder's (`ABORTED`, retry at a higher level). Options the lock
 /// cannot serve in its current mode, or this manager cannot serve at all, are `FAILED_PRECONDITION`:
-/// a blind retry does not help, and nothing in the server broke. A bad configuration is `INTERNAL`.
+/// a blind retry does not help, and nothing in the server broke. A bad configuration (of the
+/// manager, or of a run-once job) is `INTERNAL`.
 impl From<LockError> for Status {
     fn from(error: LockError) -> Self {
         let code = match &error {
@@ -22,7 +23,7 @@ impl From<LockError> for Status {
             }
             LockError::NotHeld { .. } => Code::Aborted,
             LockError::Unsupported { .. } => Code::FailedPrecondition,
-            LockError::Config(_) => Code::Internal,
+            LockError::Config(_) | LockError::InvalidJob { .. } => Code::Internal,
         };
         Status::new(code, error.to_string())
     }

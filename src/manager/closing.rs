@@ -1,5 +1,5 @@
 //! Closing a manager: once closed it starts no acquisition, and it can tell when the acquisitions
-//! that were running have all ended.
+//! that were running have all ended, and its schedules of run-once jobs when it closed.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -12,6 +12,8 @@ pub(crate) struct Closing {
     running: AtomicUsize,
     /// Told when the last running acquisition of a closed manager ends.
     ended: Notify,
+    /// Told when the manager closes.
+    closed_now: Notify,
 }
 
 /// One running acquisition: counted until dropped.
@@ -28,11 +30,26 @@ impl Closing {
 
     /// Close: true for the first call only.
     pub(crate) fn close(&self) -> bool {
-        !self.closed.swap(true, Ordering::SeqCst)
+        let first = !self.closed.swap(true, Ordering::SeqCst);
+        if first {
+            self.closed_now.notify_waiters();
+        }
+        first
     }
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once the manager is closed.
+    pub(crate) async fn closed(&self) {
+        let told = self.closed_now.notified();
+        tokio::pin!(told);
+        // Enabled before the check: a `close` after it is told to this waiter.
+        told.as_mut().enable();
+        if !self.is_closed() {
+            told.await;
+        }
     }
 
     /// Resolves once no acquisition is running.
@@ -77,5 +94,19 @@ mod tests {
         assert!(waited.is_err(), "ended while an acquisition runs");
         drop(running);
         ended.await;
+    }
+
+    #[tokio::test]
+    async fn closed_resolves_on_close_and_after_it() {
+        let closing = std::sync::Arc::new(Closing::default());
+        let waiting = tokio::spawn({
+            let closing = closing.clone();
+            async move { closing.closed().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "closed before the close");
+        closing.close();
+        waiting.await.expect("told of the close");
+        closing.closed().await; // a late waiter returns at once
     }
 }

@@ -22,6 +22,7 @@ mod read_group;
 mod read_group_requests;
 mod record;
 mod refusal;
+mod run_once;
 #[cfg(all(test, tower_lock_shuttle))]
 mod schedules;
 mod shutdown;
@@ -46,6 +47,7 @@ pub(crate) use guard::Releaser;
 pub use guard::{LockGuard, LockInfo};
 pub use inspect::DEFAULT_LIST_LIMIT;
 pub use owner::LockOwner;
+pub use run_once::{JobHandle, JobRun, JobSchedule};
 
 use closing::Closing;
 use cohort::Cohorts;
