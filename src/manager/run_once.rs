@@ -44,9 +44,30 @@ impl LockManager {
     /// its [`JobHandle`] is stopped or dropped, or when the manager shuts down.
     ///
     /// Refused with [`LockError::InvalidJob`]: a zero period, a zero `at_most`, an `at_least`
-    /// longer than `at_most`, an offset not shorter than the period, no Tokio runtime. Refused
-    /// with [`LockError::InvalidKey`] for a name no lock takes, and [`LockError::Closed`] once
-    /// the manager is shut down.
+    /// longer than `at_most` or not shorter than the period, an offset not shorter than the
+    /// period, no Tokio runtime. Refused with [`LockError::InvalidKey`] for a name no lock takes,
+    /// and [`LockError::Closed`] once the manager is shut down.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tower_lock::LockError> {
+    /// use std::time::Duration;
+    /// use tokio::sync::mpsc;
+    /// use tower_lock::{JobRun, JobSchedule, LockManager};
+    ///
+    /// let manager = LockManager::memory();
+    /// let (ran, mut runs) = mpsc::unbounded_channel();
+    /// let schedule = JobSchedule::every(Duration::from_millis(20)).at_least(Duration::from_millis(5));
+    /// let job = manager.run_once("clean-up", schedule, move |run: JobRun| {
+    ///     let _ = ran.send(run.fencing_token());
+    ///     async {}
+    /// })?;
+    /// let (first, second) = (runs.recv().await, runs.recv().await);
+    /// assert!(second > first); // each run's token above the last
+    /// job.stop().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn run_once<F, Fut>(
         &self,
         name: &str,

@@ -84,9 +84,10 @@ impl JobSchedule {
     ///
     /// Replicas' clocks are never quite in step: a replica whose clock is behind reaches the tick
     /// later, and would run it again if the lock were already free. Choose it above the clock
-    /// skew between replicas (and below the period). Nothing is sent to the server meanwhile: the
-    /// fixed lease needs no renewal. Longer than `at_most` is refused when the job is scheduled;
-    /// over [`LockOptions::MAX_LEASE`] it is lowered to it.
+    /// skew between replicas. Nothing is sent to the server meanwhile: the fixed lease needs no
+    /// renewal. Longer than `at_most`, or not shorter than the period (the next tick would find
+    /// the lock kept), is refused when the job is scheduled; over [`LockOptions::MAX_LEASE`] it
+    /// is lowered to it.
     pub fn at_least(mut self, at_least: Duration) -> Self {
         self.at_least = at_least.min(LockOptions::MAX_LEASE);
         self
@@ -131,6 +132,12 @@ impl JobSchedule {
             return Some(format!(
                 "at_least ({at_least:?}) is longer than at_most ({at_most:?}): the lock cannot \
                  be kept past at_most"
+            ));
+        }
+        if at_least >= period {
+            return Some(format!(
+                "at_least ({at_least:?}) is not shorter than the period ({period:?}): every \
+                 next tick would find the lock still kept, and be skipped"
             ));
         }
         None
@@ -213,6 +220,11 @@ mod tests {
         assert!(every.at_most(Duration::ZERO).refusal().is_some());
         assert!(every.at_most(ms(100)).at_least(ms(150)).refusal().is_some());
         assert!(every.offset(ms(200)).refusal().is_some());
+        assert!(every
+            .at_most(ms(1_000))
+            .at_least(ms(200))
+            .refusal()
+            .is_some());
         assert_eq!(every.at_most(ms(1_000)).at_least(ms(150)).refusal(), None);
     }
 
