@@ -17,14 +17,21 @@ impl tracing::field::Visit for Fields<'_> {
     }
 }
 
-/// Keeps every WARN event (and nothing else) as one line of its fields.
-pub struct Warnings(Arc<Mutex<Vec<String>>>);
+/// Keeps every WARN event (and nothing else, unless told to keep ERROR events too) as one line
+/// of its fields.
+pub struct Warnings(Arc<Mutex<Vec<String>>>, tracing::Level);
 
 impl Warnings {
     /// The subscriber, and the lines it will have kept.
     pub fn new() -> (Warnings, Arc<Mutex<Vec<String>>>) {
         let lines = Arc::new(Mutex::new(Vec::new()));
-        (Warnings(lines.clone()), lines)
+        (Warnings(lines.clone(), tracing::Level::WARN), lines)
+    }
+
+    /// As [`new`](Self::new), keeping ERROR events too.
+    pub fn and_errors() -> (Warnings, Arc<Mutex<Vec<String>>>) {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        (Warnings(lines.clone(), tracing::Level::ERROR), lines)
     }
 }
 
@@ -38,7 +45,8 @@ impl tracing::Subscriber for Warnings {
     fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
     fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
     fn event(&self, event: &tracing::Event<'_>) {
-        if *event.metadata().level() == tracing::Level::WARN {
+        let level = *event.metadata().level();
+        if level == tracing::Level::WARN || level == self.1 {
             let mut fields = String::new();
             event.record(&mut Fields(&mut fields));
             self.0
