@@ -55,8 +55,15 @@ where
     /// the next tick to try again.
     async fn run_tick(&mut self, tick: SystemTime) {
         let name = self.name.as_str();
-        if self.schedule.is_missed(tick, SystemTime::now()) {
-            tracing::warn!(job = name, ?tick, "tick reached at_least late; skipped");
+        let now = SystemTime::now();
+        if self.schedule.is_missed(tick, now) {
+            let late = now.duration_since(tick).unwrap_or_default();
+            tracing::warn!(
+                job = name,
+                ?tick,
+                ?late,
+                "tick reached at_least late or later; skipped"
+            );
             return;
         }
         let guard = match self
