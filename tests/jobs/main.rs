@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod handle;
 mod killed;
 mod once;
 mod overrun;
@@ -24,12 +25,54 @@ fn main() {
         return killed::child();
     }
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let tests: Vec<(&str, Test)> = vec![
+    let only = std::env::args().nth(1).filter(|arg| !arg.starts_with('-'));
+    let chosen = |name: &&str| only.as_deref().is_none_or(|only| name.contains(only));
+    let plain: Vec<_> = plain_tests()
+        .into_iter()
+        .filter(|(name, _)| chosen(name))
+        .collect();
+    let tests: Vec<_> = tests()
+        .into_iter()
+        .filter(|(name, _)| chosen(name))
+        .collect();
+    let count = plain.len() + tests.len();
+    println!("\nrunning {count} tests");
+    for (name, test) in plain {
+        test();
+        println!("test {name} ... ok");
+    }
+    for (name, test) in tests {
+        runtime.block_on(test());
+        println!("test {name} ... ok");
+    }
+    println!("\ntest result: ok. {count} passed; 0 failed\n");
+}
+
+/// The tests that run outside this binary's runtime: a schedule needs one and says so, and a
+/// panic's log is read on a runtime of one thread.
+fn plain_tests() -> Vec<(&'static str, fn())> {
+    vec![
+        (
+            "a_schedule_outside_a_runtime_is_refused",
+            refused::a_schedule_outside_a_runtime_is_refused,
+        ),
+        (
+            "a_panicking_job_is_logged_and_the_schedule_goes_on",
+            refused::a_panicking_job_is_logged_and_the_schedule_goes_on,
+        ),
+    ]
+}
+
+fn tests() -> Vec<(&'static str, Test)> {
+    vec![
         ("bad_schedules_are_refused", || {
             Box::pin(refused::bad_schedules_are_refused())
         }),
+        ("stop_lets_the_run_finish_and_dropping_cancels_it", || {
+            Box::pin(handle::stop_lets_the_run_finish_and_dropping_cancels_it())
+        }),
         ("a_shutdown_ends_the_schedule", || {
-            Box::pin(refused::a_shutdown_ends_the_schedule())
+            Box::pin(handle::a_shutdown_ends_the_schedule())
         }),
         ("each_tick_runs_once_in_memory", || {
             Box::pin(once::each_tick_runs_once_in_memory())
@@ -47,37 +90,7 @@ fn main() {
         ("a_replica_killed_mid_job_does_not_stop_the_others", || {
             Box::pin(killed::a_replica_killed_mid_job_does_not_stop_the_others())
         }),
-    ];
-    let only = std::env::args().nth(1).filter(|arg| !arg.starts_with('-'));
-    let chosen: Vec<_> = (tests.iter())
-        .filter(|(name, _)| only.as_deref().is_none_or(|only| name.contains(only)))
-        .collect();
-    // Without a runtime of this binary's: a schedule needs one and says so, and a panic's log is
-    // read on a runtime of one thread.
-    let plain: [(&str, fn()); 2] = [
-        (
-            "a_schedule_outside_a_runtime_is_refused",
-            refused::a_schedule_outside_a_runtime_is_refused,
-        ),
-        (
-            "a_panicking_job_is_logged_and_the_schedule_goes_on",
-            refused::a_panicking_job_is_logged_and_the_schedule_goes_on,
-        ),
-    ];
-    let chosen_plain: Vec<_> = (plain.iter())
-        .filter(|(name, _)| only.as_deref().is_none_or(|only| name.contains(only)))
-        .collect();
-    let count = chosen.len() + chosen_plain.len();
-    println!("\nrunning {count} tests");
-    for (name, test) in &chosen_plain {
-        test();
-        println!("test {name} ... ok");
-    }
-    for (name, test) in &chosen {
-        runtime.block_on(test());
-        println!("test {name} ... ok");
-    }
-    println!("\ntest result: ok. {count} passed; 0 failed\n");
+    ]
 }
 
 /// One run of a job, as the job saw it.

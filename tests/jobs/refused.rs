@@ -1,5 +1,5 @@
-//! Schedules that cannot be meant are refused with a clear error; a job's panic and a manager's
-//! shutdown end as documented.
+//! Schedules that cannot be meant are refused with a clear error; a job's panic is caught and
+//! logged, and the schedule goes on.
 
 use std::time::Duration;
 
@@ -7,7 +7,7 @@ use tower_lock::{JobRun, JobSchedule, KeyError, LockError, LockManager};
 
 use crate::support::logs::{self, Warnings};
 use crate::support::{eventually, GENEROUS};
-use crate::{recording, Runs};
+use crate::Runs;
 
 const PERIOD: Duration = Duration::from_millis(100);
 
@@ -108,30 +108,3 @@ pub fn a_panicking_job_is_logged_and_the_schedule_goes_on() {
 }
 
 const FIRST_RUN_PANICS: &str = "the first run panics";
-
-/// A manager's shutdown ends its schedules, between runs and during one (the job is cancelled:
-/// the shutdown released its lock).
-pub async fn a_shutdown_ends_the_schedule() {
-    let manager = LockManager::memory();
-    let runs = Runs::default();
-    let idle = recording(
-        &manager,
-        "idle",
-        JobSchedule::every(GENEROUS * 100),
-        0,
-        &runs,
-        PERIOD,
-    );
-    let busy = recording(
-        &manager,
-        "busy",
-        JobSchedule::every(PERIOD),
-        1,
-        &runs,
-        GENEROUS * 100,
-    );
-    assert!(eventually(GENEROUS, || !runs.all().is_empty()).await);
-    manager.shutdown().await.expect("shutdown");
-    let ended = eventually(GENEROUS, || idle.is_finished() && busy.is_finished()).await;
-    assert!(ended, "a schedule outlived its manager");
-}
