@@ -39,10 +39,12 @@ where
             let tick = self.schedule.next_tick(SystemTime::now(), last);
             last = Some(tick);
             let mut stop = self.stop.clone();
+            // biased: a stop asked during a run ends the schedule even if the next tick is due
             tokio::select! {
-                () = wait_for(tick) => {}
+                biased;
                 _ = stop.wait_for(|stopped| *stopped) => return,
                 () = shared.closing.closed() => return,
+                () = wait_for(tick) => {}
             }
             tokio::select! {
                 () = self.run_tick(tick) => {}
