@@ -13,6 +13,10 @@ use crate::{Backend, LEASE};
 /// How many times an operator forces the leader out.
 const CHANGES: usize = 20;
 
+/// The lease of the candidates whose leadership is forced out: short, so that a deposed leader
+/// learns it (at its next renewal, a third of it later) within a second or so.
+const FORCED_LEASE: Duration = Duration::from_secs(3);
+
 /// A replacement within this bound was a takeover, not the 30 s lease running out.
 const TAKEOVER_BOUND: Duration = Duration::from_secs(8);
 
@@ -29,12 +33,13 @@ struct Record {
 /// third of its lease). Every election's term is above the one before.
 async fn forced_changes(backend: Backend) {
     let record = Arc::new(Mutex::new(Record::default()));
+    let target = backend.target().expect("a server backend");
     let mut candidates = Vec::new();
     for label in ["a", "b", "c"] {
-        let m = backend.manager(label).await;
+        let m = target.manager_with(label, FORCED_LEASE).await;
         candidates.push(tokio::spawn(campaign_forever(m, record.clone())));
     }
-    let operator = backend.manager("operator").await;
+    let operator = target.manager_with("operator", FORCED_LEASE).await;
     let mut forced = Vec::new();
     for change in 0..CHANGES {
         // a leader elected since the last change
@@ -53,7 +58,7 @@ async fn forced_changes(backend: Backend) {
             .iter()
             .all(|t| record.lock().unwrap().lost.contains(t))
     };
-    let bound = LEASE / 3 + Duration::from_secs(2);
+    let bound = FORCED_LEASE / 3 + Duration::from_secs(2);
     assert!(
         wait_until(bound, told).await,
         "a deposed leader was not told"

@@ -70,7 +70,11 @@ enum Target {
 
 impl Target {
     async fn manager(&self, label: &str) -> LockManager {
-        let builder = LockManager::builder().lease(LEASE).label(label);
+        self.manager_with(label, LEASE).await
+    }
+
+    async fn manager_with(&self, label: &str, lease: Duration) -> LockManager {
+        let builder = LockManager::builder().lease(lease).label(label);
         let builder = match self {
             Target::Redis(url) => builder.redis(url),
             Target::Quorum(urls) => builder

@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod apart;
 mod cost;
 #[cfg(feature = "axum")]
 mod grant;
@@ -142,14 +143,24 @@ fn main() {
         "a_request_through_the_layer_gets_a_killed_quorum_holders_lock",
         || Box::pin(layer::a_request_through_the_layer_gets_a_killed_quorum_holders_lock()),
     ));
+    if let Ok(one) = std::env::var(apart::ONE_TEST) {
+        let (_, test) = (tests.iter().find(|(name, _)| *name == one)).expect("a test's name");
+        runtime.block_on(test());
+        return;
+    }
     let only = std::env::args().nth(1).filter(|arg| !arg.starts_with('-'));
     let chosen: Vec<_> = (tests.iter())
         .filter(|(name, _)| only.as_deref().is_none_or(|only| name.contains(only)))
+        .map(|(name, _)| *name)
         .collect();
     println!("\nrunning {} tests", chosen.len());
-    for (name, test) in &chosen {
-        runtime.block_on(test());
-        println!("test {name} ... ok");
+    let failed = apart::run_each(&chosen);
+    if !failed.is_empty() {
+        println!(
+            "\ntest result: FAILED. {} failed: {failed:?}\n",
+            failed.len()
+        );
+        std::process::exit(101);
     }
     println!("\ntest result: ok. {} passed; 0 failed\n", chosen.len());
 }
