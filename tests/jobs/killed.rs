@@ -1,6 +1,7 @@
 //! A replica killed mid-job: a child process (this test binary) runs the schedule and is
 //! SIGKILLed while its job runs. The tick it ran is not run again; the other replicas go on with
-//! later ticks, the lock passing on at the latest at `at_most`.
+//! later ticks, the lock passing on at the latest at `at_most`; over 100 ticks in all, every
+//! tick runs once, none twice, but those the dead replica's hold spans.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -12,9 +13,12 @@ use crate::support::{eventually, RedisServer, GENEROUS};
 use crate::{recording, tick_number, Runs};
 
 const CHILD_URL: &str = "TOWER_LOCK_JOB_CHILD_URL";
-const PERIOD: Duration = Duration::from_millis(500);
-const AT_MOST: Duration = Duration::from_millis(1500);
-const AT_LEAST: Duration = Duration::from_millis(200);
+const PERIOD: Duration = Duration::from_millis(200);
+const AT_MOST: Duration = Duration::from_millis(600);
+/// Above the replicas' skews (40 and 80 ms).
+const AT_LEAST: Duration = Duration::from_millis(150);
+/// The ticks the test runs, the killed replica's among them.
+const TICKS: u64 = 100;
 
 /// The schedule of replica `skew`: every replica's ticks fall `skew` after the multiples of the
 /// period, as if its clock were that much behind.
@@ -97,7 +101,12 @@ pub async fn a_replica_killed_mid_job_does_not_stop_the_others() {
         _ => panic!("the child said {line:?}"),
     };
     let later = |runs: &Runs| runs.all().into_iter().filter(move |run| run.tick > tick);
-    let went_on = eventually(GENEROUS, || later(&runs).count() >= 3).await;
+    let first_tick = runs.all().first().map_or(tick, |run| run.tick.min(tick));
+    let until = Duration::from_millis(PERIOD.as_millis() as u64 * TICKS) + GENEROUS;
+    let went_on = eventually(until, || {
+        later(&runs).any(|run| run.tick >= first_tick + TICKS)
+    })
+    .await;
     for handle in handles {
         handle.stop().await;
     }
@@ -112,6 +121,7 @@ pub async fn a_replica_killed_mid_job_does_not_stop_the_others() {
         .filter(|run| run.tick == tick)
         .collect();
     assert!(again.is_empty(), "tick {tick} ran again: {again:?}");
+    exactly_once(&runs, tick, first_tick);
     let first = later(&runs).min_by_key(|run| run.started).unwrap();
     assert!(
         first.token > token,
@@ -127,4 +137,19 @@ pub async fn a_replica_killed_mid_job_does_not_stop_the_others() {
     for manager in managers {
         manager.shutdown().await.expect("shutdown");
     }
+}
+
+/// Every tick from `first` on ran once, none twice, except the killed replica's `tick` (it ran
+/// there) and those its hold spans until `at_most` (nobody could take the lock).
+fn exactly_once(runs: &Runs, tick: u64, first: u64) {
+    let by_tick = runs.by_tick();
+    let twice: Vec<_> = by_tick.iter().filter(|(_, runs)| runs.len() > 1).collect();
+    assert!(twice.is_empty(), "ticks that ran twice: {twice:?}");
+    let spanned = tick..=tick + (AT_MOST.as_millis() / PERIOD.as_millis()) as u64;
+    let last = *by_tick.keys().last().expect("runs");
+    let missed: Vec<_> = (first..=last)
+        .filter(|t| !spanned.contains(t) && !by_tick.contains_key(t))
+        .collect();
+    assert!(missed.is_empty(), "ticks nobody ran: {missed:?}");
+    assert!(last - first >= TICKS, "{} ticks", last - first);
 }
