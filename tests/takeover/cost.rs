@@ -12,14 +12,6 @@ use super::{manager, wait_for_held, GRACE, LEASE};
 /// How long each count runs: six thirds of the grace and more.
 const WINDOW: Duration = Duration::from_secs(3);
 
-/// The PINGs the server has answered since its stats were last reset.
-fn pings(server: &RedisServer) -> u64 {
-    let stats = server.info("commandstats");
-    let line = stats.lines().find(|l| l.starts_with("cmdstat_ping:"));
-    let calls = line.and_then(|l| l.split("calls=").nth(1)?.split(',').next()?.parse().ok());
-    calls.unwrap_or(0)
-}
-
 /// Back-to-back holds of a few milliseconds for [`WINDOW`], with takeover on: no proof PINGs
 /// (at most the idle keepalive, every 5 s).
 pub(super) async fn short_holds_send_no_proof_pings() {
@@ -32,7 +24,7 @@ pub(super) async fn short_holds_send_no_proof_pings() {
         tokio::time::sleep(Duration::from_millis(5)).await;
         guard.release().await.unwrap();
     }
-    let sent = pings(&server);
+    let sent = server.command_calls("ping");
     assert!(sent <= 1, "{sent} PINGs for holds of 5 ms");
 }
 
@@ -56,7 +48,7 @@ pub(super) async fn a_wait_sends_no_proof_pings() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     server.cmd(&["CONFIG", "RESETSTAT"]);
     tokio::time::sleep(WINDOW).await;
-    let sent = pings(&server);
+    let sent = server.command_calls("ping");
     // one a second, and an idle keepalive of the holder
     let bound = WINDOW.as_secs() + 2;
     assert!(

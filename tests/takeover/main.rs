@@ -254,6 +254,22 @@ fn spawn_holder(server: &RedisServer, role: &str) -> Child {
     spawn_holder_with_token(server, role).0
 }
 
+/// Kill `holder` (SIGKILL) and await `waiter`'s lock: taken over within [`TAKEOVER_BOUND`],
+/// far below the lease, and not lost.
+async fn taken_over_once_killed(
+    mut holder: Child,
+    waiter: tokio::task::JoinHandle<Result<tower_lock::LockGuard, tower_lock::LockError>>,
+) -> tower_lock::LockGuard {
+    holder.kill().expect("SIGKILL the holder");
+    holder.wait().expect("reap");
+    let killed = Instant::now();
+    let guard = waiter.await.unwrap().expect("the waiter gets the lock");
+    let took = killed.elapsed();
+    assert!(took < TAKEOVER_BOUND, "taken over after {took:?}");
+    assert!(!guard.is_lost());
+    guard
+}
+
 /// A request of this process waiting for "held", until `wait` runs out.
 fn wait_for_held(
     m: &LockManager,
@@ -285,19 +301,13 @@ async fn a_killed_holder_of_a_lock_hash_is_taken_over() {
 /// holder's block.
 async fn killed_holder_taken_over(role: &str, opts: LockOptions) {
     let server = RedisServer::start();
-    let (mut holder, token) = spawn_holder_with_token(&server, role);
+    let (holder, token) = spawn_holder_with_token(&server, role);
     let m = manager(&server.url()).await;
     let waiter = wait_for_held(&m, opts, LEASE);
     // the waiter is in line (probes find the holder listening) before the holder dies
     tokio::time::sleep(GRACE * 3).await;
     assert!(!waiter.is_finished(), "the live holder was taken over");
-    holder.kill().expect("SIGKILL the holder");
-    holder.wait().expect("reap");
-    let killed = Instant::now();
-    let guard = waiter.await.unwrap().expect("the waiter gets the lock");
-    let took = killed.elapsed();
-    assert!(took < TAKEOVER_BOUND, "taken over after {took:?}");
-    assert!(!guard.is_lost());
+    let guard = taken_over_once_killed(holder, waiter).await;
     assert!(
         guard.fencing_token() > token + 63,
         "token {token} handed out again"

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tower_lock::{LockManager, LockOptions};
 
 use super::support::sentinel::{SentinelService, SERVICE};
-use super::{wait_for_held, GRACE, LEASE, TAKEOVER_BOUND};
+use super::{wait_for_held, GRACE, LEASE};
 
 /// A manager through the Sentinels of `urls`, with the tests' lease and grace.
 pub(super) async fn sentinel_manager(urls: Vec<String>) -> LockManager {
@@ -94,22 +94,17 @@ fn wait_through_failover(
 }
 
 /// A holder on the new master whose process dies is taken over there within
-/// [`TAKEOVER_BOUND`].
+/// [`TAKEOVER_BOUND`](super::TAKEOVER_BOUND).
 pub(super) async fn a_holder_killed_after_a_failover_is_taken_over() {
     let service = SentinelService::start();
     service.fail_over();
     let urls = service.sentinel_urls().join(",");
-    let (mut holder, token) = super::spawn_child_with_token(&urls, "sentinel");
+    let (holder, token) = super::spawn_child_with_token(&urls, "sentinel");
     let m = sentinel_manager(service.sentinel_urls()).await;
     let waiter = wait_for_held(&m, LockOptions::exclusive(), LEASE);
     tokio::time::sleep(GRACE * 3).await;
     assert!(!waiter.is_finished(), "the live holder was taken over");
-    holder.kill().expect("SIGKILL the holder");
-    holder.wait().expect("reap");
-    let killed = Instant::now();
-    let guard = waiter.await.unwrap().expect("the waiter gets the lock");
-    let took = killed.elapsed();
-    assert!(took < TAKEOVER_BOUND, "taken over after {took:?}");
+    let guard = super::taken_over_once_killed(holder, waiter).await;
     assert!(guard.fencing_token() > token);
     guard.release().await.unwrap();
 }
