@@ -157,7 +157,64 @@ fn an_undo_of_a_failed_attempt_leaves_the_next_attempts_hold() {
 }
 
 fn set_maxmemory(masters: &Masters, bytes: &str) {
-    for server in &masters.servers {
+    set_maxmemory_on(&masters.servers, bytes);
+}
+
+/// Master 2 lost its scripts and is frozen while an attempt fails on the others (out of memory).
+/// Its answer there ("no such script") waits unread, and the call goes again only after the
+/// owner's next attempt (G2) took the lock there: the late call must leave G2's hold alone.
+/// Before, it took G2's hold for one the owner had let go (a restart from a snapshot), took the
+/// lock afresh, and its undo left master 2 free under G2.
+#[test]
+fn a_late_call_of_a_failed_attempt_leaves_the_next_attempts_hold() {
+    let masters = Masters::start(3);
+    // One thread: between `block_on` calls this manager reads nothing. The other manager runs
+    // apart, so that its calls load the scripts on master 2 meanwhile.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let apart = tokio::runtime::Runtime::new().unwrap();
+    let m = rt.block_on(manager(&masters));
+    let other = apart.block_on(manager(&masters));
+    let opts = LockOptions::exclusive();
+    let owner = m.owner();
+    let warm = rt.block_on(owner.try_acquire("warm", &opts)).unwrap();
+    rt.block_on(warm.expect("a free lock").release()).unwrap();
+    let late = &masters.servers[2];
+    late.cmd(&["SCRIPT", "FLUSH"]);
+    let calls = late.command_calls("evalsha");
+    late.stop_process();
+    set_maxmemory_on(&masters.servers[..2], "1");
+    let refused = rt.block_on(owner.try_acquire("k", &opts));
+    assert!(
+        matches!(refused, Err(LockError::Unavailable { .. })),
+        "the attempt failed: {refused:?}"
+    );
+    rt.block_on(async { tokio::time::sleep(Duration::from_millis(100)).await });
+    set_maxmemory_on(&masters.servers[..2], "0");
+    late.continue_process();
+    let ran = apart.block_on(eventually(GENEROUS, || {
+        late.command_calls("evalsha") > calls
+    }));
+    assert!(ran, "master 2 answered the failed attempt's call");
+    let elsewhere = apart
+        .block_on(other.try_acquire("elsewhere", &opts))
+        .unwrap();
+    apart
+        .block_on(elsewhere.expect("a free lock").release())
+        .unwrap();
+    let g2 = rt.block_on(owner.try_acquire("k", &opts)).unwrap();
+    let g2 = g2.expect("the lock is free");
+    rt.block_on(async { tokio::time::sleep(Duration::from_millis(300)).await });
+    assert_eq!(masters.holding("k"), 3, "G2's hold left a master");
+    let taken = apart.block_on(other.try_acquire("k", &opts)).unwrap();
+    assert!(taken.is_none(), "another manager took the lock under G2");
+    rt.block_on(g2.release()).unwrap();
+}
+
+fn set_maxmemory_on(servers: &[super::support::RedisServer], bytes: &str) {
+    for server in servers {
         let reply = server.cmd(&["CONFIG", "SET", "maxmemory", bytes]);
         assert!(reply.is_ok(), "{reply:?}");
     }

@@ -7,17 +7,23 @@
 --       (zset), fencing counter
 -- ARGV: owner, lease ms, manager id, will wait ('1'/'0'), other local waiters remain ('1'/'0'),
 --       attempt id (a fresh take records it as '#a', so that an undo whose answer never came can
---       find the hold this attempt made, and no other), the token this master issued for the
+--       find the hold this attempt made, and no other; a call of an earlier attempt than the
+--       one that took the owner's hold here came late, and leaves that hold alone), the token this master issued for the
 --       owner's hold of the lock ('' none: its manager knows of none; '*' not known), [what
 --       `inspect` shows of the hold: a tab, the label of the manager's process, a tab, the
 --       request it serves]
 -- Returns {1, token, 0} when acquired, {1, token, 1} when re-entered (the owner held it here
--- already: token is that hold's), {0, pttl, 0} when busy.
+-- already: token is that hold's), {0, pttl, 0} when busy or late.
 local lock, waiters, fence = KEYS[1], KEYS[2], KEYS[3]
 local owner, lease, manager = ARGV[1], ARGV[2], ARGV[3]
 local will_wait, others = ARGV[4] == '1', ARGV[5] == '1'
 
 local holds, token, marked = lock_state(lock, owner)
+if holds and tonumber(redis.call('HGET', lock, '#a') or -1) > tonumber(ARGV[6]) then
+  -- A later attempt of this manager took the owner's hold here: this call came late (behind a
+  -- script reload, say), and what it knew of the hold is stale. It leaves that hold alone.
+  return {0, redis.call('PTTL', lock), 0}
+end
 if holds and ARGV[7] ~= '*' and token ~= ARGV[7] then
   -- A hold of the owner that it does not have (a restart from a snapshot brought back one it
   -- released since) is not a re-entry: it goes, and the request takes the lock afresh.
