@@ -37,11 +37,15 @@ async fn state_when(m: &LockManager, key: &str, ready: impl Fn(&LockState) -> bo
     }
 }
 
-/// `m`'s state of `key` with the time since `since` measured around it: (state, least, most).
-async fn timed(m: &LockManager, key: &str, since: Instant) -> (LockState, Duration, Duration) {
-    let least = since.elapsed();
+/// `m`'s state of `key`, and the time since each of `since` before and after it was read.
+async fn timed<const N: usize>(
+    m: &LockManager,
+    key: &str,
+    since: [Instant; N],
+) -> (LockState, [Duration; N], [Duration; N]) {
+    let least = since.map(|at| at.elapsed());
     let state = m.inspect(key).await.expect("inspect");
-    (state, least, since.elapsed())
+    (state, least, since.map(|at| at.elapsed()))
 }
 
 fn assert_age(age: Option<Duration>, least: Duration, most: Duration, what: &str) {
@@ -85,6 +89,8 @@ async fn holds_and_waits_show_their_age_process_and_request(fx: Fixture) {
     let held_since = Instant::now();
     let job = a.owner().request("nightly report");
     let guard = job.acquire(key, &LockOptions::fair()).await.unwrap();
+    // the hold began between these two moments, whatever the acquisition cost
+    let acquired = Instant::now();
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let waited_since = Instant::now();
@@ -93,15 +99,17 @@ async fn holds_and_waits_show_their_age_process_and_request(fx: Fixture) {
         async move { b.acquire(key, &LockOptions::fair()).await }
     });
     state_when(&a, key, |s| s.waiters.len() == 1).await;
+    let b_queued = Instant::now();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let release = Arc::new(Semaphore::new(0));
     let app = accounts(LockLayer::new(c.clone(), params(["id"])), release.clone());
     let through_layer = tokio::spawn(app.oneshot(post_account(7)));
     state_when(&a, key, |s| s.waiters.len() == 2).await;
 
-    let (state, least, most) = timed(&c, key, held_since).await;
+    let since = [acquired, held_since, b_queued, waited_since];
+    let (state, least, most) = timed(&c, key, since).await;
     let hold = holder(&state);
-    assert_age(hold.held_for, least, most, "the hold");
+    assert_age(hold.held_for, least[0], most[1], "the hold");
     assert_eq!(hold.request.as_deref(), Some("nightly report"), "{hold:?}");
     if fx.is_memory() {
         let pid = format!(":{}", std::process::id());
@@ -117,13 +125,8 @@ async fn holds_and_waits_show_their_age_process_and_request(fx: Fixture) {
             [label("replica-b"), label("replica-c")],
             "{state:?}"
         );
-        let first_wait = waited_since.elapsed();
-        assert_age(
-            state.waiters[0].waited,
-            least - Duration::from_millis(300),
-            first_wait,
-            "b",
-        );
+        let first_wait = most[3];
+        assert_age(state.waiters[0].waited, least[2], first_wait, "b");
         let second = state.waiters[1].waited.expect("a queued wait is timed");
         assert!(
             second + Duration::from_millis(150) < first_wait,

@@ -13,19 +13,30 @@ use super::{manager, wait_for_held, GRACE, LEASE};
 const WINDOW: Duration = Duration::from_secs(3);
 
 /// Back-to-back holds of a few milliseconds for [`WINDOW`], with takeover on: no proof PINGs
-/// (at most the idle keepalive, every 5 s).
+/// (at most the idle keepalive, every 5 s). A window in which the machine stretched a hold past
+/// a quarter of the grace proves nothing (such a hold is due a proof) and is measured again.
 pub(super) async fn short_holds_send_no_proof_pings() {
     let server = RedisServer::start();
     let m = manager(&server.url()).await;
-    server.cmd(&["CONFIG", "RESETSTAT"]);
-    let end = Instant::now() + WINDOW;
-    while Instant::now() < end {
-        let guard = m.acquire("short", &LockOptions::exclusive()).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        guard.release().await.unwrap();
+    for _ in 0..3 {
+        server.cmd(&["CONFIG", "RESETSTAT"]);
+        let (end, mut longest) = (Instant::now() + WINDOW, Duration::ZERO);
+        while Instant::now() < end {
+            let began = Instant::now();
+            let guard = m.acquire("short", &LockOptions::exclusive()).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            guard.release().await.unwrap();
+            longest = longest.max(began.elapsed());
+        }
+        if longest > GRACE / 4 {
+            eprintln!("a hold took {longest:?}: measuring again");
+            continue;
+        }
+        let sent = server.command_calls("ping");
+        assert!(sent <= 1, "{sent} PINGs for holds of 5 ms");
+        return;
     }
-    let sent = server.command_calls("ping");
-    assert!(sent <= 1, "{sent} PINGs for holds of 5 ms");
+    panic!("every window had a hold longer than a quarter of the grace");
 }
 
 /// A request waiting for [`WINDOW`] on a lock held by a manager without takeover: its manager
