@@ -4,6 +4,7 @@
 //! cargo run --release --example takeover              # 20 trials, 3 s lease, default grace
 //! cargo run --release --example takeover -- 20 6 1000 # trials, lease s, grace ms
 //! QUORUM=3 cargo run --release --example takeover     # on a quorum of 3 redis-servers
+//! CLUSTER=1 cargo run --release --features cluster --example takeover  # on a local cluster
 //! ```
 //!
 //! Each trial starts a child process (this binary again) that takes a lock and holds it; a request
@@ -24,6 +25,8 @@ use support::stats::{median, p99};
 use tower_lock::{LockManager, LockOptions};
 
 const CHILD: &str = "TOWER_LOCK_TAKEOVER_CHILD";
+/// What a cluster's URLs begin with, in place of one server's.
+const CLUSTER: &str = "cluster:";
 
 /// What one run measures, from its arguments: trials, lease in seconds, grace in milliseconds.
 struct Setup {
@@ -48,12 +51,14 @@ impl Setup {
         }
     }
 
-    /// A manager on `url` (a quorum's masters' URLs joined by commas), with the grace when
-    /// `takeover`.
+    /// A manager on `url` (a quorum's masters' URLs joined by commas; a cluster's nodes', after
+    /// `cluster:`), with the grace when `takeover`.
     async fn manager(&self, url: &str, takeover: bool) -> LockManager {
-        let builder = match url.contains(',') {
-            true => LockManager::builder().quorum(url.split(',')),
-            false => LockManager::builder().redis(url),
+        let builder = match (url.strip_prefix(CLUSTER), url.contains(',')) {
+            #[cfg(feature = "cluster")]
+            (Some(nodes), _) => LockManager::builder().cluster(nodes.split(',')),
+            (_, true) => LockManager::builder().quorum(url.split(',')),
+            _ => LockManager::builder().redis(url),
         };
         let builder = builder.lease(self.lease);
         let builder = match (takeover, self.grace) {
@@ -79,6 +84,14 @@ async fn main() {
     let masters = std::env::var("QUORUM").map(|n| n.parse().expect("QUORUM: masters"));
     let (url, _servers) = match (std::env::var("REDIS_URL"), masters) {
         (Ok(url), _) => (url, None),
+        #[cfg(feature = "cluster")]
+        _ if std::env::var("CLUSTER").is_ok() => {
+            let cluster = support::cluster::Cluster::start();
+            (
+                format!("{CLUSTER}{}", cluster.urls().join(",")),
+                Some(cluster.nodes),
+            )
+        }
         (Err(_), Ok(n)) => {
             let masters = support::masters::Masters::start(n);
             (masters.urls().join(","), Some(masters.servers))

@@ -9,6 +9,7 @@ pub(crate) mod quorum;
 mod ready;
 #[cfg(feature = "redis")]
 pub(crate) mod redis;
+mod takeover;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +22,6 @@ use crate::ids::OwnerId;
 use crate::inbox_proof::InboxProof;
 use crate::key::LockKey;
 use crate::options::Mode;
-use crate::quorum_proof::QuorumWatch;
 use crate::state::LockState;
 use crate::waiters::{Departure, LockId, WaitRegistry};
 
@@ -299,45 +299,6 @@ impl Backend {
             Backend::Redis(r) => r.force_release(id).await,
             #[cfg(feature = "redis")]
             Backend::Quorum(q) => q.force_release(id).await,
-        }
-    }
-
-    /// Probe the holders of the locks of `batch` for death, ending the holds of those dead for
-    /// their grace (DESIGN.md, "Dead holders"). Returns in how long a marked holder may be taken
-    /// over at the earliest (`None`: no marked holder left). On a quorum every master probes its
-    /// own part of each hold. Memory and cluster managers have nothing to probe.
-    pub(crate) async fn probe_holders(
-        &self,
-        batch: &[LockId],
-    ) -> Result<Option<Duration>, BoxError> {
-        match self {
-            #[cfg(feature = "redis")]
-            Backend::Redis(r) => r.probe_holders(batch).await,
-            #[cfg(feature = "redis")]
-            Backend::Quorum(q) => q.probe_holders(batch).await,
-            Backend::Memory(_) => Ok(None),
-        }
-    }
-
-    /// The takeover watch of the quorum hold of `owner` on `id` under `token`: a majority of its
-    /// masters' proofs (see [`QuorumWatch`]). `None` on the other backends, whose holds count on
-    /// the manager's one inbox, and when takeover is off.
-    pub(crate) fn quorum_watch(
-        &self,
-        id: &LockId,
-        owner: &OwnerId,
-        token: u64,
-    ) -> Option<Arc<QuorumWatch>> {
-        match self {
-            #[cfg(feature = "redis")]
-            Backend::Quorum(q) => {
-                let lock = LockParty {
-                    id: id.clone(),
-                    owner: owner.as_arc().clone(),
-                };
-                q.takeover_watch(&lock, token)
-            }
-            _ => None,
         }
     }
 

@@ -246,7 +246,8 @@ impl<'a> Acquisition<'a> {
         let now = Instant::now();
         // under takeover, the hold may also have been taken over once its inbox went unproven
         // for a grace (its guard would be lost at once, its token below the next holder's)
-        let taken_over = (self.shared.inbox_proof.deadline(since)).is_some_and(|d| d <= now);
+        let taken_over =
+            (self.shared.inbox_proof_of(&self.id).deadline(since)).is_some_and(|d| d <= now);
         if later(since, claim) <= now || taken_over {
             tracing::debug!(
                 key = self.key,
@@ -358,7 +359,7 @@ impl<'a> Acquisition<'a> {
         // the hold may be taken over once its holder is seen dead (on a quorum, by a majority)
         match (self.shared.backend).quorum_watch(&self.id, self.owner, token) {
             Some(watch) => lost.watch_quorum(watch),
-            None => lost.watch_takeover(&self.shared.inbox_proof, since),
+            None => lost.watch_takeover(&self.shared.inbox_proof_of(&self.id), since),
         }
         let info = LockInfo::new(key.clone(), token, lost.clone());
         let number = self.shared.live.insert(Hold {

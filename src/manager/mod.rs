@@ -150,8 +150,8 @@ pub(crate) struct Shared {
     /// The servers a readiness probe asks.
     ready: Arc<Readiness>,
     /// What the inbox proves of its subscription: the takeover deadline of every hold counts
-    /// from it (takeover off: it proves nothing, and no hold counts on it).
-    pub(crate) inbox_proof: Arc<InboxProof>,
+    /// from it, but on a cluster (takeover off: it proves nothing, and no hold counts on it).
+    inbox_proof: Arc<InboxProof>,
 }
 
 impl Shared {
@@ -212,6 +212,12 @@ impl Shared {
             read_groups,
             inbox_proof: wiring.inbox_proof,
         }
+    }
+
+    /// The proofs the takeover deadline of a hold of `id` counts from: the inbox's, or on a
+    /// cluster those of the channel of the lock's slot.
+    pub(crate) fn inbox_proof_of(&self, id: &crate::waiters::LockId) -> Arc<InboxProof> {
+        (self.backend.slot_proof(id)).unwrap_or_else(|| self.inbox_proof.clone())
     }
 
     /// Spawn the watchdog task on first use, inside the caller's runtime.

@@ -128,8 +128,11 @@ async fn locks_exclude_and_keep_their_order_on_every_shard() {
     other_read.release().await.unwrap();
 }
 
+/// A thousand requests waiting for 30 locks of a live holder: one pub/sub connection per master
+/// and manager, and no lock command but the holder probes, one script call per slot waited in
+/// each second (one script may touch one slot only).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_thousand_waiters_use_one_subscription_per_shard_and_send_nothing() {
+async fn a_thousand_waiters_use_one_subscription_per_shard_and_only_probe() {
     let cluster = Cluster::start();
     // the holder's leases are renewed every 10 s: none while the waiters are counted
     let holder = LockManager::cluster(cluster.urls()).await.unwrap();
@@ -168,10 +171,13 @@ async fn a_thousand_waiters_use_one_subscription_per_shard_and_send_nothing() {
     let scripts = || -> u64 { masters.iter().map(|m| m.command_calls("evalsha")).sum() };
     let before = scripts();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        scripts(),
-        before,
-        "lock commands while 1,000 requests waited"
+    // two probe rounds at most in a second, a call per slot each; no other lock command
+    let sent = scripts() - before;
+    let bound = 2 * keys.len() as u64;
+    assert!(
+        sent <= bound,
+        "{sent} lock commands in a second while 1,000 requests waited for {} locks",
+        keys.len()
     );
     let released = Instant::now();
     for guard in held {

@@ -6,6 +6,8 @@
 mod support;
 
 mod apart;
+#[cfg(feature = "cluster")]
+mod cluster;
 mod cost;
 #[cfg(feature = "axum")]
 mod grant;
@@ -143,6 +145,8 @@ fn main() {
         "a_request_through_the_layer_gets_a_killed_quorum_holders_lock",
         || Box::pin(layer::a_request_through_the_layer_gets_a_killed_quorum_holders_lock()),
     ));
+    #[cfg(feature = "cluster")]
+    tests.extend(cluster::tests());
     if let Ok(one) = std::env::var(apart::ONE_TEST) {
         let (_, test) = (tests.iter().find(|(name, _)| *name == one)).expect("a test's name");
         runtime.block_on(test());
@@ -178,7 +182,8 @@ async fn manager(url: &str) -> LockManager {
 
 /// The child: hold the lock ("exclusive", "fair", or "no takeover": exclusive, by a manager with
 /// takeover off; "quorum", "quorum no takeover": the same on a quorum whose masters' URLs `url`
-/// joins by commas; a role ending in "account" holds `accounts/7`), say so, and stay until
+/// joins by commas; "cluster": on the cluster of those nodes; a role ending in "account" holds
+/// `accounts/7`), say so, and stay until
 /// killed (or the parent goes).
 async fn child(url: &str, role: &str) {
     if role == "wait and report" {
@@ -192,6 +197,8 @@ async fn child(url: &str, role: &str) {
         "sentinel" => {
             Ok(sentinel::sentinel_manager(url.split(',').map(String::from).collect()).await)
         }
+        #[cfg(feature = "cluster")]
+        "cluster" => Ok(cluster::cluster_manager(url.split(',')).await),
         "quorum" | "quorum account" | "quorum no takeover" => {
             let takeover = role != "quorum no takeover";
             Ok(quorum::quorum_manager(url.split(','), takeover).await)

@@ -45,9 +45,9 @@ impl RedisBackend {
         let keys = KeySpace::new(&settings.namespace);
         let channels = Arc::new(Channels::per_slot(&keys));
         let (id, waiters) = (wiring.manager_id.clone(), wiring.waiters.clone());
-        let reconnected = wiring.reconnected.clone();
-        let inbox =
-            ClusterInbox::connect(seeds, timeout, id, channels.clone(), waiters, reconnected);
+        let wake = (waiters, wiring.reconnected.clone());
+        let proof = wiring.inbox_proof.clone();
+        let inbox = ClusterInbox::connect(seeds, timeout, id, channels.clone(), wake, proof);
         let inbox = inbox.await.map_err(unavailable)?;
         let backend = Arc::new(RedisBackend {
             pool: CommandPool::Cluster(ClusterCommands(commands)),

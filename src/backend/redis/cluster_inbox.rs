@@ -22,9 +22,11 @@ use redis::{ConnectionInfo, ProtocolVersion, PushInfo, PushKind, RedisError};
 use tokio::sync::{mpsc, Notify, OnceCell};
 
 use super::channels::Channels;
+use super::cluster_proof::{prove_slots, SlotProofs};
 use super::postman::{Postman, Unclaimed};
 use super::slots::slot;
 use crate::error::BoxError;
+use crate::inbox_proof::InboxProof;
 use crate::waiters::WaitRegistry;
 
 /// The sharded subscriptions of one manager.
@@ -40,6 +42,8 @@ pub(crate) struct ClusterInbox {
     reconnected: Arc<Notify>,
     /// The channels confirmed so far (see [`Pushes`]).
     confirmed: Arc<Mutex<HashSet<Vec<u8>>>>,
+    /// What each slot's channel proves, for holds that may be taken over as dead.
+    proofs: Arc<SlotProofs>,
 }
 
 impl std::fmt::Debug for ClusterInbox {
@@ -60,6 +64,7 @@ struct Pushes {
     /// The slots whose channel a master dropped (the slot moved away from it); `None` when a
     /// node's connection dropped, and with it the channels of every slot it served.
     dropped: mpsc::UnboundedSender<Option<u16>>,
+    proofs: Arc<SlotProofs>,
 }
 
 impl Pushes {
@@ -71,7 +76,9 @@ impl Pushes {
             PushKind::SMessage => {
                 if let Some(redis::Value::BulkString(payload)) = push.data.get(1) {
                     if let Ok(text) = std::str::from_utf8(payload) {
-                        self.postman.deliver(text);
+                        if !self.proofs.echoed(text) {
+                            self.postman.deliver(text);
+                        }
                     }
                 }
             }
@@ -79,6 +86,9 @@ impl Pushes {
                 let Some(redis::Value::BulkString(channel)) = push.data.first() else {
                     return;
                 };
+                if let Ok(name) = std::str::from_utf8(channel) {
+                    self.proofs.confirmed(slot(name));
+                }
                 let first = (self.confirmed.lock())
                     .map_or(true, |mut confirmed| confirmed.insert(channel.clone()));
                 if !first {
@@ -89,11 +99,13 @@ impl Pushes {
                 // not asked for (the inbox is open): the master no longer owns the slot
                 if let Some(redis::Value::BulkString(channel)) = push.data.first() {
                     if let Ok(channel) = std::str::from_utf8(channel) {
+                        self.proofs.dropped(Some(slot(channel)));
                         let _ = self.dropped.send(Some(slot(channel)));
                     }
                 }
             }
             PushKind::Disconnection => {
+                self.proofs.dropped(None);
                 self.postman.waiters.wake_all();
                 let _ = self.dropped.send(None);
             }
@@ -110,14 +122,15 @@ impl Pushes {
 }
 
 impl ClusterInbox {
-    /// Connect to the cluster of `seeds` for sharded pub/sub, delivering to `waiters`.
+    /// Connect to the cluster of `seeds` for sharded pub/sub, delivering to `waiters`; each
+    /// slot's channel proves itself under `proof`'s grace.
     pub(crate) async fn connect(
         seeds: Vec<ConnectionInfo>,
         timeout: Duration,
         manager_id: Arc<str>,
         channels: Arc<Channels>,
-        waiters: Arc<WaitRegistry>,
-        reconnected: Arc<Notify>,
+        (waiters, reconnected): (Arc<WaitRegistry>, Arc<Notify>),
+        proof: Arc<InboxProof>,
     ) -> Result<Arc<Self>, RedisError> {
         let (dropped, moved) = mpsc::unbounded_channel();
         let postman = Arc::new(Postman {
@@ -126,12 +139,14 @@ impl ClusterInbox {
         });
         let open = Arc::new(AtomicBool::new(true));
         let confirmed = Arc::new(Mutex::default());
+        let proofs = Arc::new(SlotProofs::new(proof));
         let pushes = Pushes {
             postman: postman.clone(),
             open: open.clone(),
             confirmed: confirmed.clone(),
             reconnected: reconnected.clone(),
             dropped,
+            proofs: proofs.clone(),
         };
         let on_push = move |push: PushInfo| -> Result<(), std::convert::Infallible> {
             pushes.on_push(push);
@@ -153,8 +168,12 @@ impl ClusterInbox {
             open,
             reconnected,
             confirmed,
+            proofs: proofs.clone(),
         });
         tokio::spawn(follow_moved_slots(Arc::downgrade(&inbox), moved));
+        if proofs.on() {
+            tokio::spawn(prove_slots(Arc::downgrade(&inbox), proofs));
+        }
         Ok(inbox)
     }
 
@@ -222,6 +241,33 @@ impl ClusterInbox {
         })
         .await?;
         Ok(())
+    }
+
+    /// Whether holds of this manager may be taken over: then a hold's slot is subscribed before
+    /// the hold is taken, for other managers to see this manager alive there.
+    pub(crate) fn proves(&self) -> bool {
+        self.proofs.on()
+    }
+
+    /// The proofs the holds of `slot` count on.
+    pub(crate) fn proof_of(&self, slot: u16) -> Arc<InboxProof> {
+        self.proofs.of(slot)
+    }
+
+    /// Whether the inbox still delivers (the manager has not stopped).
+    pub(super) fn is_open(&self) -> bool {
+        self.open.load(Ordering::SeqCst)
+    }
+
+    /// Publish `payload` to this manager's own channel of `slot` (an echo proving the channel).
+    pub(super) async fn publish_to_self(&self, slot: u16, payload: String) {
+        let channel = self.channels.of_slot(slot, &self.manager_id);
+        let mut publish = redis::cmd("SPUBLISH");
+        publish.arg(&channel).arg(payload);
+        let mut conn = self.conn.clone();
+        if let Err(err) = publish.query_async::<i64>(&mut conn).await {
+            tracing::debug!(slot, error = %err, "an inbox echo was not sent");
+        }
     }
 
     /// Stop delivering messages and leave every channel.

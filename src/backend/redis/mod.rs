@@ -13,6 +13,8 @@ mod cluster;
 mod cluster_inbox;
 #[cfg(feature = "cluster")]
 mod cluster_nodes;
+#[cfg(feature = "cluster")]
+mod cluster_proof;
 mod command_conn;
 mod connect;
 mod connector;
@@ -262,11 +264,14 @@ impl RedisBackend {
     }
 
     /// On a cluster, subscribe to this manager's channel of the slot of `req`'s lock before an
-    /// attempt that may record it as waiting there.
+    /// attempt that may record it as waiting there, or, when its holds may be taken over, before
+    /// any attempt (once per slot).
     async fn listen(&self, req: &AcquireRequest<'_>) -> Result<(), BoxError> {
         #[cfg(feature = "cluster")]
-        if let (Some(inbox), true) = (&self.cluster, req.will_wait) {
-            inbox.listen(slots::slot(req.id)).await?;
+        if let Some(inbox) = &self.cluster {
+            if req.will_wait || inbox.proves() {
+                inbox.listen(slots::slot(req.id)).await?;
+            }
         }
         let _ = req;
         Ok(())

@@ -11,7 +11,7 @@ use crate::error::LockError;
 use crate::inbox_proof::InboxProof;
 use crate::manager::new_manager_id;
 
-/// The takeover grace a manager on one Redis server, Sentinel or a quorum has by default: a
+/// The takeover grace a manager on Redis (one server, Sentinel, a cluster or a quorum) has by default: a
 /// killed holder's lock passes on within 2 s (BENCHMARKS.md, "Dead holders": a grace of 1 s came too
 /// close), and a live holder's inbox has 750 ms to prove itself, which three PINGs share.
 pub const DEFAULT_TAKEOVER_GRACE: Duration = Duration::from_millis(750);
@@ -35,8 +35,8 @@ pub(super) enum Takeover {
 
 impl LockManagerBuilder {
     /// Let other managers end this manager's holds (every mode) once its process has been seen
-    /// dead for `grace` (default: [`DEFAULT_TAKEOVER_GRACE`] on one Redis server, Sentinel or a
-    /// quorum).
+    /// dead for `grace` (default: [`DEFAULT_TAKEOVER_GRACE`] on Redis: one server, Sentinel, a
+    /// cluster or a quorum).
     ///
     /// A process that dies closes its connections, and Redis sees its inbox go at once. A waiting
     /// manager that sees it missing twice, `grace` apart, with no renewal between, ends the hold
@@ -49,9 +49,9 @@ impl LockManagerBuilder {
     /// Only managers with a grace probe holders: give every manager of a namespace the same.
     /// On a quorum, each master judges its own part of a hold, and the holder's `lost()` fires
     /// once fewer than a majority of the masters that granted it have its inbox proven there:
-    /// one master down or stalled loses nothing. One Redis server, Sentinel or a quorum; from
-    /// 100 ms to 1 h. [`build`](Self::build) refuses others (memory, a cluster) with
-    /// [`LockError::Config`].
+    /// one master down or stalled loses nothing. On a cluster, each slot's channel proves itself
+    /// by echo (see the guide's "Dead holders"). From 100 ms to 1 h; [`build`](Self::build)
+    /// refuses it on memory with [`LockError::Config`].
     pub fn takeover_grace(mut self, grace: Duration) -> Self {
         self.takeover = Takeover::Grace(grace);
         self
@@ -61,8 +61,8 @@ impl LockManagerBuilder {
     /// [`DEFAULT_TAKEOVER_GRACE`] (750 ms), and refuse a backend that cannot (see
     /// [`takeover_grace`](Self::takeover_grace)).
     ///
-    /// The default already does so on one Redis server, Sentinel or a quorum. Asking for it
-    /// explicitly makes a cluster, which cannot take holds over yet, an error instead.
+    /// The default already does so on Redis. Asking for it explicitly makes an in-memory
+    /// manager, which has no other process to take over from, an error instead.
     pub fn takeover(self) -> Self {
         self.takeover_grace(DEFAULT_TAKEOVER_GRACE)
     }
@@ -84,6 +84,9 @@ impl LockManagerBuilder {
             // each master judges its own part of a hold; a majority decides (`quorum_proof.rs`)
             #[cfg(feature = "redis")]
             Target::Quorum(_) => true,
+            // each slot's channel of the manager proves itself by echo (`cluster_proof.rs`)
+            #[cfg(feature = "cluster")]
+            Target::Cluster(_) => true,
             _ => false,
         }
     }
@@ -105,8 +108,8 @@ impl LockManagerBuilder {
         }
         if !self.takes_over() {
             return Err(LockError::Config(
-                "takeover of dead holders needs one Redis server, Sentinel or a quorum \
-                 (not memory or a cluster)"
+                "takeover of dead holders needs Redis (one server, Sentinel, a cluster or \
+                 a quorum), not memory"
                     .to_owned(),
             ));
         }
@@ -156,7 +159,7 @@ mod tests {
         let huge = LockManager::builder().redis("redis://127.0.0.1:1");
         assert!(refused(huge.takeover_grace(Duration::MAX)).contains("too long"));
         let memory = LockManager::builder().takeover_grace(Duration::from_secs(1));
-        assert!(refused(memory).contains("one Redis server"));
+        assert!(refused(memory).contains("not memory"));
         let off = LockManager::builder().takeover_grace(Duration::from_secs(1));
         assert!(off.no_takeover().check_takeover().is_ok());
     }
@@ -181,14 +184,13 @@ mod tests {
 
     #[cfg(feature = "cluster")]
     #[test]
-    fn a_cluster_still_refuses_takeover() {
+    fn a_cluster_takes_over_by_default() {
         let cluster = LockManager::builder().cluster(["redis://127.0.0.1:1"]);
-        assert_eq!(cluster.grace(), None);
+        assert_eq!(cluster.grace(), Some(DEFAULT_TAKEOVER_GRACE));
         let asked = LockManager::builder().cluster(["redis://127.0.0.1:1"]);
-        let refused = asked.takeover().check_takeover();
-        assert!(
-            matches!(refused, Err(LockError::Config(why)) if why.contains("not memory or a cluster"))
-        );
+        assert!(asked.takeover().check_takeover().is_ok());
+        let off = LockManager::builder().cluster(["redis://127.0.0.1:1"]);
+        assert_eq!(off.no_takeover().grace(), None);
     }
 
     #[test]
