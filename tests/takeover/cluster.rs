@@ -26,6 +26,15 @@ pub(super) fn tests() -> Vec<(&'static str, Test)> {
         ("a_cluster_holder_cut_from_its_slot_is_lost_first", || {
             Box::pin(a_cluster_holder_cut_from_its_slot_is_lost_first())
         }),
+        #[cfg(feature = "axum")]
+        (
+            "a_request_through_the_layer_gets_a_killed_cluster_holders_lock",
+            || {
+                Box::pin(
+                    super::layer::a_request_through_the_layer_gets_a_killed_cluster_holders_lock(),
+                )
+            },
+        ),
     ]
 }
 

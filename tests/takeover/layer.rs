@@ -1,6 +1,6 @@
 //! Takeover through the layer of an axum router: a request that waits for a lock whose holder
-//! process was killed gets 200 within seconds, not a 503 a lease later, on one server and on a
-//! quorum.
+//! process was killed gets 200 within seconds, not a 503 a lease later, on one server, a
+//! cluster and a quorum.
 
 use std::process::Child;
 use std::time::Instant;
@@ -32,6 +32,15 @@ pub(super) async fn a_request_through_the_layer_gets_a_killed_quorum_holders_loc
     let urls = masters.urls().join(",");
     let (holder, _) = spawn_child_with_token(&urls, "quorum account");
     let m = quorum_manager(masters.urls(), true).await;
+    answered_once_the_holder_is_killed(holder, m).await;
+}
+
+/// As above, on a cluster (role "cluster account").
+#[cfg(feature = "cluster")]
+pub(super) async fn a_request_through_the_layer_gets_a_killed_cluster_holders_lock() {
+    let cluster = super::support::cluster::Cluster::start();
+    let (holder, _) = spawn_child_with_token(&cluster.urls().join(","), "cluster account");
+    let m = super::cluster::cluster_manager(cluster.urls()).await;
     answered_once_the_holder_is_killed(holder, m).await;
 }
 

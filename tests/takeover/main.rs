@@ -198,7 +198,7 @@ async fn child(url: &str, role: &str) {
             Ok(sentinel::sentinel_manager(url.split(',').map(String::from).collect()).await)
         }
         #[cfg(feature = "cluster")]
-        "cluster" => Ok(cluster::cluster_manager(url.split(',')).await),
+        "cluster" | "cluster account" => Ok(cluster::cluster_manager(url.split(',')).await),
         "quorum" | "quorum account" | "quorum no takeover" => {
             let takeover = role != "quorum no takeover";
             Ok(quorum::quorum_manager(url.split(','), takeover).await)

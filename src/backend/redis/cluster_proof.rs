@@ -160,3 +160,67 @@ pub(super) async fn prove_slots(inbox: Weak<ClusterInbox>, proofs: Arc<SlotProof
         tokio::time::sleep(every).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GRACE: Duration = Duration::from_secs(1);
+    const DRIFT: Duration = Duration::from_millis(12);
+
+    fn proofs() -> SlotProofs {
+        SlotProofs::new(Arc::new(InboxProof::new(Some((GRACE, DRIFT)))))
+    }
+
+    /// Send an echo for `slot` and have it come back.
+    fn echo(proofs: &SlotProofs, slot: u16) -> Instant {
+        let payload = proofs.send(slot);
+        let sent = proofs.echoes()[&(proofs.next.load(Ordering::Relaxed) - 1)].1;
+        assert!(proofs.echoed(&payload));
+        sent
+    }
+
+    #[test]
+    fn the_first_subscription_of_a_slot_counts_for_holds_timed_before_it() {
+        let proofs = proofs();
+        let made = Instant::now();
+        proofs.confirmed(7);
+        let sent = echo(&proofs, 7);
+        let deadline = proofs.of(7).deadline(made).expect("takeover is on");
+        assert_eq!(deadline, sent + (GRACE - DRIFT));
+        // another slot's echo proves nothing here
+        assert_eq!(proofs.of(8).deadline(made), Some(made + (GRACE - DRIFT)));
+    }
+
+    #[test]
+    fn a_resubscription_counts_only_for_holds_renewed_after_it() {
+        let proofs = proofs();
+        let renewed = Instant::now();
+        proofs.confirmed(7);
+        let before = echo(&proofs, 7);
+        proofs.dropped(None);
+        // the dropped connection proves no more, and neither does the new one for this hold
+        echo(&proofs, 7);
+        proofs.confirmed(7);
+        echo(&proofs, 7);
+        let kept = before + (GRACE - DRIFT);
+        assert_eq!(proofs.of(7).deadline(renewed), Some(kept));
+        let renewed_since = Instant::now();
+        let after = echo(&proofs, 7);
+        assert_eq!(
+            proofs.of(7).deadline(renewed_since),
+            Some(after + (GRACE - DRIFT))
+        );
+    }
+
+    #[test]
+    fn other_messages_are_not_echoes() {
+        let proofs = proofs();
+        assert!(!proofs.echoed("{tower-lock:k}"));
+        assert!(!proofs.echoed("g|{tower-lock:k}|w|1"));
+        assert!(
+            proofs.echoed("p|999"),
+            "a late echo is taken, and counts for nothing"
+        );
+    }
+}
