@@ -125,6 +125,17 @@ impl InboxProof {
         Some(base.checked_add(allowance).unwrap_or(base))
     }
 
+    /// Whether a hold counted from `since` (a grant's, learnt late) is to be checked by another
+    /// attempt at `now` rather than taken: its deadline has passed, or comes before the inbox
+    /// can prove itself again (within a third of the grace; half of it is left at the least).
+    /// Taken, it would count itself lost at once. `false` while takeover is off.
+    pub(crate) fn too_late(&self, since: Instant, now: Instant) -> bool {
+        let (Some(deadline), Some(grace)) = (self.deadline(since), self.grace) else {
+            return false;
+        };
+        deadline.saturating_duration_since(now) < grace / 2
+    }
+
     /// How often the inbox must prove itself at `now`: a third of the grace once a hold that
     /// counts on it is that old; `None` while takeover is off or no hold is. Waiting requests
     /// add nothing: a grant whose proof is too old is taken up by another attempt instead.
@@ -192,6 +203,19 @@ mod tests {
             proof.deadline(after),
             Some(t0 + Duration::from_millis(700) + allowance)
         );
+    }
+
+    #[test]
+    fn a_grant_too_close_to_its_deadline_is_checked_again() {
+        let proof = InboxProof::new(Some((GRACE, DRIFT)));
+        let t0 = Instant::now();
+        let allowance = GRACE - DRIFT;
+        assert!(!proof.too_late(t0, t0));
+        assert!(!proof.too_late(t0, t0 + allowance - GRACE / 2));
+        // a deadline a millisecond ahead: the hold would be lost before any proof came
+        assert!(proof.too_late(t0, t0 + allowance - Duration::from_millis(1)));
+        assert!(proof.too_late(t0, t0 + allowance));
+        assert!(!InboxProof::new(None).too_late(t0, t0 + GRACE * 10));
     }
 
     #[test]

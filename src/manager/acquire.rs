@@ -245,9 +245,8 @@ impl<'a> Acquisition<'a> {
         let claim = self.shared.claim.min(self.lease);
         let now = Instant::now();
         // under takeover, the hold may also have been taken over once its inbox went unproven
-        // for a grace (its guard would be lost at once, its token below the next holder's)
-        let taken_over =
-            (self.shared.inbox_proof_of(&self.id).deadline(since)).is_some_and(|d| d <= now);
+        // for a grace, or be lost before the inbox proves itself again
+        let taken_over = self.shared.inbox_proof_of(&self.id).too_late(since, now);
         if later(since, claim) <= now || taken_over {
             tracing::debug!(
                 key = self.key,
