@@ -16,6 +16,9 @@ pub(super) fn tests() -> Vec<(&'static str, Test)> {
         ("a_killed_cluster_holder_is_taken_over", || {
             Box::pin(a_killed_cluster_holder_is_taken_over())
         }),
+        ("a_stopped_cluster_holder_is_not_taken_over", || {
+            Box::pin(a_stopped_cluster_holder_is_not_taken_over())
+        }),
         ("a_cluster_holder_proves_its_slot_by_echo", || {
             Box::pin(a_cluster_holder_proves_its_slot_by_echo())
         }),
@@ -85,6 +88,30 @@ async fn a_killed_cluster_holder_is_taken_over() {
     assert!(!waiter.is_finished(), "the live holder was taken over");
     let guard = super::taken_over_once_killed(holder, waiter).await;
     assert!(guard.fencing_token() > token, "token {token} not passed");
+    guard.release().await.unwrap();
+}
+
+/// A cluster holder frozen with SIGSTOP keeps its connections open: Redis still sees its channel
+/// subscribed, so nobody takes it over through eight graces; killed, it is taken over.
+async fn a_stopped_cluster_holder_is_not_taken_over() {
+    let cluster = Cluster::start();
+    let (mut holder, _) = spawn_child_with_token(&cluster.urls().join(","), "cluster");
+    let m = cluster_manager(cluster.urls()).await;
+    let waiter = wait_for_held(&m, LockOptions::exclusive(), LEASE);
+    let signal = |sig: &str| {
+        let pid = holder.id().to_string();
+        let status = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status();
+        assert!(status.expect("kill").success());
+    };
+    signal("-STOP");
+    tokio::time::sleep(GRACE * 8).await;
+    assert!(!waiter.is_finished(), "a frozen holder was taken over");
+    signal("-CONT");
+    holder.kill().expect("SIGKILL the holder");
+    holder.wait().expect("reap");
+    let guard = waiter.await.unwrap().expect("taken over once killed");
     guard.release().await.unwrap();
 }
 

@@ -28,7 +28,9 @@ const CHILD_URL: &str = "TOWER_LOCK_CHILD_URL";
 const CHILD_ROLE: &str = "TOWER_LOCK_CHILD_ROLE";
 /// Long, so that a lock that passes on within a few seconds was taken over, not expired.
 const LEASE: Duration = Duration::from_secs(30);
-const GRACE: Duration = Duration::from_millis(500);
+/// The default grace: a shorter one made live holders on a loaded 2-core machine count their
+/// holds lost (a quorum master frozen beside four test processes).
+const GRACE: Duration = tower_lock::DEFAULT_TAKEOVER_GRACE;
 /// How long a takeover may take on a loaded 2-core machine: far below the lease.
 const TAKEOVER_BOUND: Duration = Duration::from_secs(8);
 
