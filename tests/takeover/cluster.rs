@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use tower_lock::{LockManager, LockOptions};
+use tower_lock::{LockGuard, LockManager, LockOptions};
 
 use super::support::cluster::Cluster;
 use super::{spawn_child_with_token, wait_for_held, Test, GRACE, LEASE, TAKEOVER_BOUND};
@@ -95,24 +95,10 @@ async fn a_killed_cluster_holder_is_taken_over() {
 /// subscribed, so nobody takes it over through eight graces; killed, it is taken over.
 async fn a_stopped_cluster_holder_is_not_taken_over() {
     let cluster = Cluster::start();
-    let (mut holder, _) = spawn_child_with_token(&cluster.urls().join(","), "cluster");
+    let (holder, _) = spawn_child_with_token(&cluster.urls().join(","), "cluster");
     let m = cluster_manager(cluster.urls()).await;
     let waiter = wait_for_held(&m, LockOptions::exclusive(), LEASE);
-    let signal = |sig: &str| {
-        let pid = holder.id().to_string();
-        let status = std::process::Command::new("kill")
-            .args([sig, &pid])
-            .status();
-        assert!(status.expect("kill").success());
-    };
-    signal("-STOP");
-    tokio::time::sleep(GRACE * 8).await;
-    assert!(!waiter.is_finished(), "a frozen holder was taken over");
-    signal("-CONT");
-    holder.kill().expect("SIGKILL the holder");
-    holder.wait().expect("reap");
-    let guard = waiter.await.unwrap().expect("taken over once killed");
-    guard.release().await.unwrap();
+    super::kept_while_stopped(holder, waiter).await;
 }
 
 /// A hold kept for six graces with nobody waiting: its slot's channel proves itself by echo
@@ -142,17 +128,43 @@ async fn a_cluster_holder_proves_its_slot_by_echo() {
     assert_eq!(echoes, 0, "echoes for holds of 5 ms");
 }
 
+/// A holder as the ACL user `cut` (see [`add_cut_user`]) holds "held"; a request of another
+/// manager waits for it.
+struct CutHolder {
+    cluster: Cluster,
+    _managers: (LockManager, LockManager),
+    guard: LockGuard,
+    waiter: tokio::task::JoinHandle<Result<LockGuard, tower_lock::LockError>>,
+}
+
+impl CutHolder {
+    async fn start() -> CutHolder {
+        let cluster = Cluster::start();
+        add_cut_user(&cluster);
+        let holder = cluster_manager(cut_urls(&cluster)).await;
+        let other = cluster_manager(cluster.urls()).await;
+        let guard = holder.acquire("held", &LockOptions::exclusive()).await;
+        let guard = guard.expect("the holder's lock");
+        let waiter = wait_for_held(&other, LockOptions::exclusive(), LEASE);
+        CutHolder {
+            cluster,
+            _managers: (holder, other),
+            guard,
+            waiter,
+        }
+    }
+}
+
 /// `CLIENT KILL` of every connection of a live holder on its slot's master, three times: the
 /// inbox resubscribes within milliseconds and the watchdog renews, so nobody takes the hold
 /// over and its `lost()` never fires.
 async fn a_cluster_holder_reconnected_within_the_grace_keeps_it() {
-    let cluster = Cluster::start();
-    add_cut_user(&cluster);
-    let holder = cluster_manager(cut_urls(&cluster)).await;
-    let other = cluster_manager(cluster.urls()).await;
-    let guard = holder.acquire("held", &LockOptions::exclusive()).await;
-    let guard = guard.expect("the holder's lock");
-    let waiter = wait_for_held(&other, LockOptions::exclusive(), LEASE);
+    let CutHolder {
+        cluster,
+        _managers,
+        guard,
+        waiter,
+    } = CutHolder::start().await;
     let master = cluster.master_of("{tower-lock:held}");
     for _ in 0..3 {
         master.cmd(&["CLIENT", "KILL", "USER", "cut"]);
@@ -170,13 +182,12 @@ async fn a_cluster_holder_reconnected_within_the_grace_keeps_it() {
 /// over once its probes saw the channel missing for the grace; by then the holder's `lost()`
 /// has fired.
 async fn a_cluster_holder_cut_from_its_slot_is_lost_first() {
-    let cluster = Cluster::start();
-    add_cut_user(&cluster);
-    let holder = cluster_manager(cut_urls(&cluster)).await;
-    let other = cluster_manager(cluster.urls()).await;
-    let guard = holder.acquire("held", &LockOptions::exclusive()).await;
-    let guard = guard.expect("the holder's lock");
-    let waiter = wait_for_held(&other, LockOptions::exclusive(), LEASE);
+    let CutHolder {
+        cluster,
+        _managers,
+        guard,
+        waiter,
+    } = CutHolder::start().await;
     tokio::time::sleep(GRACE * 2).await;
     assert!(!waiter.is_finished(), "a live holder was taken over");
     set_cut_user(&cluster, &["resetchannels"]);

@@ -328,9 +328,18 @@ async fn killed_holder_taken_over(role: &str, opts: LockOptions) {
 /// takes it over; its lease governs.
 async fn a_stopped_holder_is_not_taken_over() {
     let server = RedisServer::start();
-    let mut holder = spawn_holder(&server, "exclusive");
+    let holder = spawn_holder(&server, "exclusive");
     let m = manager(&server.url()).await;
     let waiter = wait_for_held(&m, LockOptions::exclusive(), LEASE);
+    kept_while_stopped(holder, waiter).await;
+}
+
+/// `holder` is frozen (SIGSTOP) for eight graces while `waiter` waits for its lock: nobody takes
+/// it over; killed, it is taken over.
+async fn kept_while_stopped(
+    mut holder: Child,
+    waiter: tokio::task::JoinHandle<Result<tower_lock::LockGuard, tower_lock::LockError>>,
+) {
     let pid = holder.id().to_string();
     let signal = |sig: &str| {
         let status = Command::new("kill")
