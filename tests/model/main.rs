@@ -62,11 +62,14 @@
 //!   PINGs); a waiter probes the holder (takeover.lua), a renewal deletes the mark, and the
 //!   holder's `lost()` also fires a grace less the drift after `max(R, P)`. Plain holds are
 //!   not probed.
+//! - The quorum's takeover rule (`quorum_takeover.rs`): each of three masters runs that
+//!   protocol on its part of a hold, and the holder is lost once fewer than a majority of its
+//!   masters have their deadline ahead; a waiter holds a majority only after that.
 //! - A read/write lock beside an exclusive/fair one (`mixed_locks.rs`, `mixed_checks.rs`): the
 //!   same sharing across the two families (a fair grant and a shared grant in one inbox, a hash
 //!   hold and a shared hold in one renewal batch), each lock checked by its own properties.
 //!
-//! Not yet modelled (the next steps): Redis Cluster and the quorum backend, liveness of shared
+//! Not yet modelled (the next steps): Redis Cluster and the quorum backend's scripts, liveness of shared
 //! locks and under faults, a semaphore beside another lock (and read groups there beyond the
 //! random walks), the cohort's bound on hand-offs and the end of its token block, in-memory
 //! re-entries of a cohort, and loom/shuttle checks of the in-process hand-offs
@@ -90,6 +93,7 @@ mod mixed_locks;
 mod model;
 mod plain;
 mod properties;
+mod quorum_takeover;
 mod renewals;
 mod scripts;
 mod shared_checks;
