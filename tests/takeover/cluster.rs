@@ -41,14 +41,26 @@ pub(super) fn tests() -> Vec<(&'static str, Test)> {
     ]
 }
 
-/// A cluster manager on `seeds` with a short takeover grace and a long lease.
+/// The grace of the reconnection test: a cluster client whose every connection was killed
+/// reconnected and resubscribed past 750 ms beside other test binaries once, and a reconnection
+/// past the grace is a cut, not what that test is about.
+const RECONNECT_GRACE: Duration = Duration::from_secs(2);
+
+/// A cluster manager on `seeds` with the tests' takeover grace and a long lease.
 pub(super) async fn cluster_manager<S: Into<String>>(
     seeds: impl IntoIterator<Item = S>,
+) -> LockManager {
+    cluster_manager_with(seeds, GRACE).await
+}
+
+async fn cluster_manager_with<S: Into<String>>(
+    seeds: impl IntoIterator<Item = S>,
+    grace: Duration,
 ) -> LockManager {
     LockManager::builder()
         .cluster(seeds)
         .lease(LEASE)
-        .takeover_grace(GRACE)
+        .takeover_grace(grace)
         .build()
         .await
         .expect("cluster manager")
@@ -138,11 +150,12 @@ struct CutHolder {
 }
 
 impl CutHolder {
-    async fn start() -> CutHolder {
+    /// Both managers with takeover after `grace`.
+    async fn start(grace: Duration) -> CutHolder {
         let cluster = Cluster::start();
         add_cut_user(&cluster);
-        let holder = cluster_manager(cut_urls(&cluster)).await;
-        let other = cluster_manager(cluster.urls()).await;
+        let holder = cluster_manager_with(cut_urls(&cluster), grace).await;
+        let other = cluster_manager_with(cluster.urls(), grace).await;
         let guard = holder.acquire("held", &LockOptions::exclusive()).await;
         let guard = guard.expect("the holder's lock");
         let waiter = wait_for_held(&other, LockOptions::exclusive(), LEASE);
@@ -156,19 +169,19 @@ impl CutHolder {
 }
 
 /// `CLIENT KILL` of every connection of a live holder on its slot's master, three times: the
-/// inbox resubscribes within milliseconds and the watchdog renews, so nobody takes the hold
-/// over and its `lost()` never fires.
+/// inbox resubscribes within the grace and the watchdog renews, so nobody takes the hold over
+/// and its `lost()` never fires.
 async fn a_cluster_holder_reconnected_within_the_grace_keeps_it() {
     let CutHolder {
         cluster,
         _managers,
         guard,
         waiter,
-    } = CutHolder::start().await;
+    } = CutHolder::start(RECONNECT_GRACE).await;
     let master = cluster.master_of("{tower-lock:held}");
     for _ in 0..3 {
         master.cmd(&["CLIENT", "KILL", "USER", "cut"]);
-        tokio::time::sleep(GRACE * 3).await;
+        tokio::time::sleep(RECONNECT_GRACE * 2).await;
         assert!(!guard.is_lost(), "a reconnected holder lost its hold");
         assert!(!waiter.is_finished(), "a live holder was taken over");
     }
@@ -187,7 +200,7 @@ async fn a_cluster_holder_cut_from_its_slot_is_lost_first() {
         _managers,
         guard,
         waiter,
-    } = CutHolder::start().await;
+    } = CutHolder::start(GRACE).await;
     tokio::time::sleep(GRACE * 2).await;
     assert!(!waiter.is_finished(), "a live holder was taken over");
     set_cut_user(&cluster, &["resetchannels"]);

@@ -152,10 +152,15 @@ impl ClusterInbox {
             pushes.on_push(push);
             Ok(())
         };
+        // A dropped node connection comes back within tens of milliseconds (redis-rs's default
+        // waits a second or more between tries): a holder's slots must be subscribed again
+        // within the takeover grace.
         let client = ClusterClientBuilder::new(seeds)
             .use_protocol(ProtocolVersion::RESP3)
             .connection_timeout(timeout)
             .response_timeout(timeout)
+            .min_retry_wait(5)
+            .max_retry_wait(50)
             .push_sender(on_push)
             .build()?;
         let conn = client.get_async_connection().await?;
